@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The project's test command (README, .ci/run): vet, then every package's tests.
+# Tests that use Redis need one at ${HIR_REDIS_ADDR:-127.0.0.1:6379}; start one when none answers.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+export GOMLX_BACKEND="${GOMLX_BACKEND:-go}"
+export GOMLX_NO_AUTO_INSTALL=1
+export HIR_REDIS_ADDR="${HIR_REDIS_ADDR:-127.0.0.1:6379}"
+export HIR_SHARED_DATA="${HIR_SHARED_DATA:-$(cd .. && pwd)/shared/data}"
+
+redis_up() {
+	local host=${HIR_REDIS_ADDR%:*} port=${HIR_REDIS_ADDR##*:}
+	(exec 3<>"/dev/tcp/$host/$port" && printf 'PING\r\n' >&3 && timeout 2 head -c 5 <&3 | grep -q PONG) 2>/dev/null
+}
+if ! redis_up; then
+	if ! command -v redis-server >/dev/null; then
+		echo "test.sh: no Redis at $HIR_REDIS_ADDR; installing redis-server" >&2
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server) >&2
+	fi
+	echo "test.sh: starting redis-server on ${HIR_REDIS_ADDR##*:}" >&2
+	redis-server --daemonize yes --bind 127.0.0.1 --port "${HIR_REDIS_ADDR##*:}" --save "" --appendonly no >/dev/null
+	for _ in $(seq 50); do redis_up && break; sleep 0.1; done
+	redis_up || { echo "test.sh: Redis did not come up" >&2; exit 1; }
+fi
+
+go build ./...
+go vet ./...
+go test -count=1 -timeout 20m "$@" ./...
