@@ -1,0 +1,237 @@
+package eventlog
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// writeBatches appends n single-writer batches to a fresh log in dir and
+// returns them with the file offset at which each record ends.
+func writeBatches(t *testing.T, opts Options, n int) ([]Batch, []int64) {
+	t.Helper()
+	l, _, _ := openTest(t, opts)
+	var batches []Batch
+	var ends []int64
+	for i := range n {
+		b := testBatch(fmt.Sprint("b", i), 1, 3)
+		b.Seq = mustAppend(t, l, b).Seq
+		batches = append(batches, b)
+		ends = append(ends, l.Stats().Bytes)
+	}
+	mustClose(t, l)
+	return batches, ends
+}
+
+func TestCorruptTail(t *testing.T) {
+	const n = 5
+	tests := []struct {
+		name   string
+		damage func(t *testing.T, path string, ends []int64) // ends[i]: end of record i
+		keep   int                                           // batches that survive
+		reason string
+	}{
+		{"truncated mid payload", func(t *testing.T, path string, ends []int64) {
+			truncate(t, path, ends[n-1]-7)
+		}, n - 1, "short record"},
+		{"truncated mid record header", func(t *testing.T, path string, ends []int64) {
+			truncate(t, path, ends[n-2]+3)
+		}, n - 1, "short record header"},
+		{"flipped payload byte", func(t *testing.T, path string, ends []int64) {
+			flip(t, path, ends[n-2]+recordHeaderSize+10)
+		}, n - 1, "checksum mismatch"},
+		{"flipped byte in an earlier record", func(t *testing.T, path string, ends []int64) {
+			flip(t, path, ends[1]-2)
+		}, 1, "checksum mismatch"},
+		{"length beyond the file", func(t *testing.T, path string, ends []int64) {
+			writeAt(t, path, ends[n-2], binary.LittleEndian.AppendUint32(nil, 1<<20))
+		}, n - 1, "short record"},
+		{"appended garbage", func(t *testing.T, path string, ends []int64) {
+			appendFile(t, path, []byte("\x13\x00\x00\x00garbage that is not a record"))
+		}, n, "checksum mismatch"},
+		{"appended zeros", func(t *testing.T, path string, ends []int64) {
+			appendFile(t, path, make([]byte, 4096))
+		}, n, "bad record length 0"},
+		{"undecodable payload with a valid checksum", func(t *testing.T, path string, ends []int64) {
+			appendFile(t, path, appendRecord(nil, []byte("not a batch")))
+		}, n, "undecodable payload"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			batches, ends := writeBatches(t, Options{Dir: dir}, n)
+			path := filepath.Join(dir, segmentName(1))
+			tc.damage(t, path, ends)
+			damaged := fileSize(t, path)
+
+			logger, logs := logBuffer()
+			l, rep, got := openTest(t, Options{Dir: dir, Logger: logger})
+			if diff := cmp.Diff(batches[:tc.keep], got, batchOpts); diff != "" {
+				t.Errorf("replay after damage mismatch (-want +got):\n%s", diff)
+			}
+			wantEnd := int64(headerSize)
+			if tc.keep > 0 {
+				wantEnd = ends[tc.keep-1]
+			}
+			if rep.TruncatedBytes != damaged-wantEnd || rep.TruncatedBytes == 0 {
+				t.Errorf("OpenReport.TruncatedBytes = %d, want %d", rep.TruncatedBytes, damaged-wantEnd)
+			}
+			if !strings.Contains(rep.Reason, tc.reason) || !strings.Contains(rep.Reason, fmt.Sprintf("offset %d", wantEnd)) {
+				t.Errorf("OpenReport.Reason = %q, want it to contain %q and offset %d", rep.Reason, tc.reason, wantEnd)
+			}
+			if size := fileSize(t, path); size != wantEnd {
+				t.Errorf("segment is %d bytes after recovery, want %d", size, wantEnd)
+			}
+			if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), tc.reason) {
+				t.Errorf("no warning logged for the torn tail; log: %s", logs)
+			}
+
+			// Appending works and survives another reopen.
+			more := testBatch("more", 1, 2)
+			more.Seq = mustAppend(t, l, more).Seq
+			mustClose(t, l)
+			_, rep2, got2 := openTest(t, Options{Dir: dir})
+			want := append(append([]Batch(nil), batches[:tc.keep]...), more)
+			if diff := cmp.Diff(want, got2, batchOpts); diff != "" {
+				t.Errorf("replay after recovery and append mismatch (-want +got):\n%s", diff)
+			}
+			if rep2.TruncatedBytes != 0 || rep2.Reason != "" {
+				t.Errorf("second reopen report = %+v, want clean", rep2)
+			}
+		})
+	}
+}
+
+func TestCorruptHeaderOfLastSegment(t *testing.T) {
+	tests := []struct {
+		name    string
+		content []byte
+		reason  string
+	}{
+		{"empty file", nil, "incomplete segment header"},
+		{"partial header", []byte(magic[:5]), "incomplete segment header"},
+		{"zeroed header", make([]byte, 100), "zeroed segment header"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			batches, _ := writeBatches(t, Options{Dir: dir}, 2)
+			path := filepath.Join(dir, segmentName(2)) // a crash right after rolling
+			if err := os.WriteFile(path, tc.content, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			l, rep, got := openTest(t, Options{Dir: dir})
+			if diff := cmp.Diff(batches, got, batchOpts); diff != "" {
+				t.Errorf("replay mismatch (-want +got):\n%s", diff)
+			}
+			if rep.TruncatedBytes != int64(len(tc.content)) || !strings.Contains(rep.Reason, tc.reason) {
+				t.Errorf("OpenReport = %+v, want %d bytes truncated because of %q", rep, len(tc.content), tc.reason)
+			}
+			more := testBatch("more", 0, 1)
+			more.Seq = mustAppend(t, l, more).Seq
+			mustClose(t, l)
+			_, _, got = openTest(t, Options{Dir: dir})
+			if diff := cmp.Diff(append(batches, more), got, batchOpts); diff != "" {
+				t.Errorf("replay after recovery mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestCorruptEarlierSegment(t *testing.T) {
+	tests := []struct {
+		name    string
+		damage  func(t *testing.T, path string)
+		wantErr error
+		want    string
+	}{
+		{"flipped byte", func(t *testing.T, path string) { flip(t, path, headerSize+recordHeaderSize+3) }, ErrCorrupt,
+			fmt.Sprintf("%s at offset %d: checksum mismatch", segmentName(1), headerSize)},
+		{"truncated", func(t *testing.T, path string) { truncate(t, path, fileSize(t, path)-1) }, ErrCorrupt, "short record"},
+		{"bad magic", func(t *testing.T, path string) { writeAt(t, path, 0, []byte("NOTALOG!")) }, ErrCorrupt, "bad magic"},
+		{"future version", func(t *testing.T, path string) { writeAt(t, path, 8, []byte{9, 0, 0, 0}) }, ErrUnsupportedVersion, "version 9"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeBatches(t, Options{Dir: dir, SegmentSizeBytes: 512}, 12)
+			if files := segmentFiles(t, dir); len(files) < 3 {
+				t.Fatalf("%d segments, want >= 3", len(files))
+			}
+			tc.damage(t, filepath.Join(dir, segmentName(1)))
+			_, _, err := Open(context.Background(), Options{Dir: dir}, nil)
+			if !errors.Is(err, tc.wantErr) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Open = %v, want %v mentioning %q", err, tc.wantErr, tc.want)
+			}
+		})
+	}
+}
+
+func TestSequenceOutOfOrder(t *testing.T) {
+	dir := t.TempDir()
+	writeBatches(t, Options{Dir: dir}, 2)
+	// A well-formed record whose seq repeats an earlier one is corruption,
+	// not a torn tail, even at the end of the last segment.
+	b := testBatch("dup", 0, 1)
+	b.Seq = 1
+	appendFile(t, filepath.Join(dir, segmentName(1)), appendRecord(nil, AppendBatch(nil, &b)))
+	if _, _, err := Open(context.Background(), Options{Dir: dir}, nil); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("Open = %v, want ErrCorrupt", err)
+	}
+}
+
+func fileSize(t *testing.T, path string) int64 {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Size()
+}
+
+func truncate(t *testing.T, path string, size int64) {
+	t.Helper()
+	if err := os.Truncate(path, size); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func writeAt(t *testing.T, path string, off int64, p []byte) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(p, off); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func flip(t *testing.T, path string, off int64) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeAt(t, path, off, []byte{b[off] ^ 0x40})
+}
+
+func appendFile(t *testing.T, path string, p []byte) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Write(p); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,697 @@
+package eventlog
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+)
+
+// Errors returned by the log.
+var (
+	// ErrClosed is returned by Append after Close, and by a second Close.
+	ErrClosed = errors.New("event log closed")
+	// ErrCorrupt reports damage that is not a torn tail: a bad record in a
+	// segment other than the last, a bad header, or out-of-order batches.
+	ErrCorrupt = errors.New("event log corrupt")
+	// ErrUnsupportedVersion reports a segment written in an unknown format version.
+	ErrUnsupportedVersion = errors.New("unsupported event log format version")
+	// ErrLocked is returned by Open when another process holds the log directory.
+	ErrLocked = errors.New("event log directory locked by another process")
+	// ErrInvalidBatch is returned (wrapped) by Append for a batch with an
+	// invalid entity or event; nothing of the batch is stored.
+	ErrInvalidBatch = errors.New("invalid batch")
+	// ErrBatchTooLarge is returned by Append when a batch encodes to more than
+	// MaxBatchBytes.
+	ErrBatchTooLarge = errors.New("batch too large")
+	// ErrFailed is returned (wrapped, with the cause) by Append once a write or
+	// fsync has failed: the log stops accepting writes, because after a failed
+	// fsync the state of the file is unknown. Reopen the log to recover.
+	ErrFailed = errors.New("event log failed")
+)
+
+// DefaultSegmentSizeBytes is the default size at which segments are rolled.
+const DefaultSegmentSizeBytes = 64 << 20
+
+// Limits of one group commit.
+const (
+	maxGroupBatches = 4096
+	maxGroupBytes   = 4 << 20
+	queueLength     = 1024
+)
+
+// Options configures a Log. The zero value of every field but Dir is usable.
+type Options struct {
+	// Dir is the directory of the segment files; it is created if missing.
+	Dir string
+	// SegmentSizeBytes is the size after which a new segment is started
+	// (default DefaultSegmentSizeBytes). A batch larger than that gets a
+	// segment of its own.
+	SegmentSizeBytes int64
+	// NoSync skips the fsync of each group commit: Append returns once the
+	// data is written to the operating system. Close still fsyncs.
+	NoSync bool
+	// Logger receives warnings (torn tails) and errors (failed writes);
+	// default: discard.
+	Logger *slog.Logger
+}
+
+// OpenReport describes what Open found on disk.
+type OpenReport struct {
+	// TruncatedBytes is the size of the torn or corrupt tail cut from the
+	// last segment; 0 when the log was clean.
+	TruncatedBytes int64
+	// Reason says why the tail was cut, with file and offset; empty when clean.
+	Reason string
+	// Segments is the number of segment files replayed.
+	Segments int
+	// Batches, Events and Entities count what was replayed.
+	Batches  int
+	Events   int
+	Entities int
+}
+
+// AppendResult describes what Append stored.
+type AppendResult struct {
+	// Seq is the sequence number of the stored batch, or 0 when nothing was
+	// written (an empty batch, or one whose events were all duplicates).
+	Seq uint64
+	// Entities and Events count the items stored.
+	Entities int
+	Events   int
+	// Duplicates counts events dropped because their ID was already stored.
+	Duplicates int
+}
+
+// Stats are counters of a Log since Open.
+type Stats struct {
+	// Segments is the number of segment files; Bytes their total size.
+	Segments int
+	Bytes    int64
+	// LastSeq is the sequence number of the last stored batch.
+	LastSeq uint64
+	// Batches, Entities and Events count what was appended since Open;
+	// Duplicates the events dropped as already stored.
+	Batches    uint64
+	Entities   uint64
+	Events     uint64
+	Duplicates uint64
+	// Commits counts group commits (one write call each); Syncs counts fsyncs
+	// of segment files.
+	Commits uint64
+	Syncs   uint64
+	// IDs is the number of distinct event ids remembered for deduplication.
+	IDs int
+}
+
+// Log is an open event log. Safe for concurrent use.
+type Log struct {
+	opts   Options
+	dir    string
+	logger *slog.Logger
+	lock   *os.File
+
+	// closeMu guards closed and the send side of queue.
+	closeMu  sync.RWMutex
+	closed   bool // closeMu must be held
+	queue    chan *request
+	done     chan struct{} // closed when the writer has exited
+	closeErr error         // set by the writer before done is closed
+
+	// Owned by the writer goroutine (and by Open before it starts).
+	f       *os.File // last segment, open for appending
+	segNum  uint64
+	segSize int64 // bytes written to f, including the header
+	seq     uint64
+	seen    idSet
+	wbuf    []byte
+	failErr error
+
+	// mu guards the fields below, which readers (Stats, Replay) snapshot.
+	mu    sync.Mutex
+	stats Stats       // mu must be held
+	segs  []segmentAt // mu must be held: every segment and its committed size
+}
+
+type segmentAt struct {
+	num  uint64
+	size int64
+}
+
+// request is one batch handed to the writer, already encoded by its caller.
+type request struct {
+	buf       []byte   // payload with a placeholder seq
+	entEnd    int      // end of the entities (where the event count starts)
+	evStart   int      // start of the first event
+	evEnds    []int    // end offset of each event
+	ids       []string // id of each event
+	nEntities int
+	done      chan result // buffered: the writer never blocks on it
+}
+
+type result struct {
+	res AppendResult
+	err error
+}
+
+// Open opens the log in opts.Dir, creating it if needed, and replays every
+// stored batch in order through replay (which may be nil). The batches passed
+// to replay are freshly decoded and may be retained. An error from replay
+// stops Open and is returned.
+//
+// A torn or corrupt tail of the last segment is truncated, logged and
+// described in the report. Damage elsewhere fails Open with ErrCorrupt.
+// The directory is locked until Close; a second Open fails with ErrLocked.
+func Open(ctx context.Context, opts Options, replay func(Batch) error) (*Log, OpenReport, error) {
+	var rep OpenReport
+	if opts.Dir == "" {
+		return nil, rep, errors.New("open event log: Options.Dir is empty")
+	}
+	if opts.SegmentSizeBytes <= 0 {
+		opts.SegmentSizeBytes = DefaultSegmentSizeBytes
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	l := &Log{
+		opts:   opts,
+		dir:    opts.Dir,
+		logger: opts.Logger.With("component", "eventlog", "dir", opts.Dir),
+		queue:  make(chan *request, queueLength),
+		done:   make(chan struct{}),
+		seen:   newIDSet(),
+	}
+	if err := os.MkdirAll(l.dir, 0o755); err != nil {
+		return nil, rep, fmt.Errorf("create log directory: %w", err)
+	}
+	lock, err := lockDir(filepath.Join(l.dir, "LOCK"))
+	if err != nil {
+		return nil, rep, fmt.Errorf("open event log: %w", err)
+	}
+	l.lock = lock
+	if err := l.recover(ctx, &rep, replay); err != nil {
+		if l.f != nil {
+			l.f.Close()
+		}
+		l.lock.Close()
+		return nil, rep, fmt.Errorf("open event log %s: %w", l.dir, err)
+	}
+	go l.writer()
+	return l, rep, nil
+}
+
+// recover replays the segments, cuts a torn tail and opens the last segment
+// for appending.
+func (l *Log) recover(ctx context.Context, rep *OpenReport, replay func(Batch) error) error {
+	nums, err := listSegments(l.dir)
+	if err != nil {
+		return err
+	}
+	apply := func(b Batch) error {
+		if rep.Batches%256 == 0 {
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("replay: %w", err)
+			}
+		}
+		for i := range b.Events {
+			if id := b.Events[i].ID; id != "" {
+				l.seen.add(id)
+			}
+		}
+		rep.Batches++
+		rep.Events += len(b.Events)
+		rep.Entities += len(b.Entities)
+		if replay != nil {
+			if err := replay(b); err != nil {
+				return fmt.Errorf("replay batch %d: %w", b.Seq, err)
+			}
+		}
+		return nil
+	}
+	for i, num := range nums {
+		path := filepath.Join(l.dir, segmentName(num))
+		end, dmg, err := scanSegment(path, -1, &l.seq, apply)
+		if err != nil {
+			return err
+		}
+		rep.Segments++
+		last := i == len(nums)-1
+		if dmg != nil && !last {
+			return fmt.Errorf("%w: %s at offset %d: %s", ErrCorrupt, path, dmg.off, dmg.reason)
+		}
+		l.segs = append(l.segs, segmentAt{num: num, size: end})
+		if dmg != nil {
+			if err := l.cutTail(path, end, dmg, rep); err != nil {
+				return err
+			}
+		}
+	}
+	if len(nums) == 0 {
+		return l.createSegment(1)
+	}
+	last := l.segs[len(l.segs)-1]
+	f, err := os.OpenFile(filepath.Join(l.dir, segmentName(last.num)), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return fmt.Errorf("open last segment: %w", err)
+	}
+	l.f, l.segNum, l.segSize = f, last.num, last.size
+	l.updateStats()
+	return nil
+}
+
+// cutTail truncates the last segment to end (rewriting the header if it was
+// damaged) and records the loss in rep.
+func (l *Log) cutTail(path string, end int64, dmg *damage, rep *OpenReport) error {
+	st, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("stat torn segment: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("open torn segment: %w", err)
+	}
+	defer f.Close()
+	if err := f.Truncate(end); err != nil {
+		return fmt.Errorf("truncate torn segment: %w", err)
+	}
+	if end < headerSize {
+		if _, err := f.WriteAt(fileHeader(), 0); err != nil {
+			return fmt.Errorf("rewrite segment header: %w", err)
+		}
+		l.segs[len(l.segs)-1].size = headerSize
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("sync truncated segment: %w", err)
+	}
+	rep.TruncatedBytes = st.Size() - end
+	rep.Reason = fmt.Sprintf("%s at offset %d: %s", filepath.Base(path), dmg.off, dmg.reason)
+	l.logger.Warn("event log: truncated torn tail",
+		"file", path, "offset", dmg.off, "truncated_bytes", rep.TruncatedBytes, "reason", dmg.reason)
+	return nil
+}
+
+// createSegment starts segment num and makes it the one appended to.
+func (l *Log) createSegment(num uint64) error {
+	path := filepath.Join(l.dir, segmentName(num))
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return fmt.Errorf("create segment: %w", err)
+	}
+	if _, err := f.Write(fileHeader()); err != nil {
+		f.Close()
+		return fmt.Errorf("write segment header: %w", err)
+	}
+	if !l.opts.NoSync {
+		if err := f.Sync(); err != nil {
+			f.Close()
+			return fmt.Errorf("sync segment header: %w", err)
+		}
+		if err := syncDir(l.dir); err != nil {
+			f.Close()
+			return fmt.Errorf("sync log directory: %w", err)
+		}
+	}
+	l.f, l.segNum, l.segSize = f, num, headerSize
+	l.mu.Lock()
+	l.segs = append(l.segs, segmentAt{num: num, size: headerSize})
+	l.mu.Unlock()
+	l.updateStats()
+	return nil
+}
+
+func (l *Log) updateStats() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.stats.Segments = len(l.segs)
+	l.stats.Bytes = 0
+	for _, s := range l.segs {
+		l.stats.Bytes += s.size
+	}
+	l.stats.LastSeq = l.seq
+	l.stats.IDs = l.seen.len()
+}
+
+// Append stores b durably and returns what was stored. It blocks until the
+// batch is written and fsynced together with the batches queued beside it.
+//
+// Events whose non-empty ID is already stored (or repeated in b or in a
+// batch committed in the same group) are dropped and counted as duplicates;
+// when nothing is left the batch is acknowledged without writing (Seq 0).
+// Entities and events are validated first; an invalid batch is rejected whole
+// with ErrInvalidBatch. b is not retained; b.Seq is ignored.
+//
+// If ctx is done before the batch reaches the writer, nothing is stored. If
+// it is done while waiting for the commit, Append returns ctx's error but the
+// batch may still be stored; retrying is safe for events with ids.
+func (l *Log) Append(ctx context.Context, b Batch) (AppendResult, error) {
+	if err := ctx.Err(); err != nil {
+		return AppendResult{}, err
+	}
+	if len(b.Entities) == 0 && len(b.Events) == 0 {
+		return AppendResult{}, nil
+	}
+	req, err := encodeRequest(&b)
+	if err != nil {
+		return AppendResult{}, err
+	}
+
+	l.closeMu.RLock()
+	if l.closed {
+		l.closeMu.RUnlock()
+		return AppendResult{}, ErrClosed
+	}
+	select {
+	case l.queue <- req:
+		l.closeMu.RUnlock()
+	case <-ctx.Done():
+		l.closeMu.RUnlock()
+		return AppendResult{}, ctx.Err()
+	}
+
+	select {
+	case r := <-req.done:
+		return r.res, r.err
+	case <-ctx.Done():
+		return AppendResult{}, fmt.Errorf("wait for commit (the batch may still be stored): %w", ctx.Err())
+	}
+}
+
+// encodeRequest validates and encodes b in the caller's goroutine, so that
+// the single writer only frames, deduplicates and writes.
+func encodeRequest(b *Batch) (*request, error) {
+	for i := range b.Entities {
+		if err := b.Entities[i].Validate(); err != nil {
+			return nil, fmt.Errorf("%w: entity %d: %w", ErrInvalidBatch, i, err)
+		}
+	}
+	for i := range b.Events {
+		if err := b.Events[i].Validate(); err != nil {
+			return nil, fmt.Errorf("%w: event %d: %w", ErrInvalidBatch, i, err)
+		}
+	}
+	req := &request{
+		buf:       make([]byte, seqBytes, 64+48*len(b.Events)),
+		evEnds:    make([]int, len(b.Events)),
+		ids:       make([]string, len(b.Events)),
+		nEntities: len(b.Entities),
+		done:      make(chan result, 1),
+	}
+	req.buf = binary.AppendUvarint(req.buf, uint64(len(b.Entities)))
+	for i := range b.Entities {
+		req.buf = appendEntity(req.buf, &b.Entities[i])
+	}
+	req.entEnd = len(req.buf)
+	req.buf = binary.AppendUvarint(req.buf, uint64(len(b.Events)))
+	req.evStart = len(req.buf)
+	for i := range b.Events {
+		req.buf = appendEvent(req.buf, &b.Events[i])
+		req.evEnds[i] = len(req.buf)
+		req.ids[i] = b.Events[i].ID
+	}
+	if len(req.buf) > MaxBatchBytes {
+		return nil, fmt.Errorf("%w: %d bytes encoded, limit %d", ErrBatchTooLarge, len(req.buf), MaxBatchBytes)
+	}
+	return req, nil
+}
+
+// Close stops accepting batches, commits the queued ones, fsyncs and closes
+// the files and releases the directory lock. A second Close returns ErrClosed.
+func (l *Log) Close() error {
+	l.closeMu.Lock()
+	if l.closed {
+		l.closeMu.Unlock()
+		return ErrClosed
+	}
+	l.closed = true
+	close(l.queue)
+	l.closeMu.Unlock()
+	<-l.done
+	err := l.closeErr
+	if cerr := l.lock.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("release lock: %w", cerr)
+	}
+	return err
+}
+
+// Stats returns the log's counters.
+func (l *Log) Stats() Stats {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.stats
+}
+
+// Replay reads every batch committed so far, in order, and calls fn for each
+// (the batches may be retained). It may run concurrently with Append; batches
+// committed after Replay starts may or may not be seen. An error from fn stops
+// the replay and is returned.
+func (l *Log) Replay(ctx context.Context, fn func(Batch) error) error {
+	l.mu.Lock()
+	segs := append([]segmentAt(nil), l.segs...)
+	l.mu.Unlock()
+	var seq uint64
+	n := 0
+	for _, s := range segs {
+		path := filepath.Join(l.dir, segmentName(s.num))
+		_, dmg, err := scanSegment(path, s.size, &seq, func(b Batch) error {
+			if n++; n%256 == 0 {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+			}
+			return fn(b)
+		})
+		if err != nil {
+			return fmt.Errorf("replay %s: %w", path, err)
+		}
+		if dmg != nil {
+			return fmt.Errorf("replay: %w: %s at offset %d: %s", ErrCorrupt, path, dmg.off, dmg.reason)
+		}
+	}
+	return nil
+}
+
+// writer is the single goroutine that commits queued batches in groups.
+func (l *Log) writer() {
+	defer close(l.done)
+	group := make([]*request, 0, 64)
+	for {
+		req, ok := <-l.queue
+		if !ok {
+			break
+		}
+		group = append(group[:0], req)
+		size := len(req.buf)
+		open := true
+	drain:
+		for len(group) < maxGroupBatches && size < maxGroupBytes {
+			select {
+			case r, ok := <-l.queue:
+				if !ok {
+					open = false
+					break drain
+				}
+				group = append(group, r)
+				size += len(r.buf)
+			default:
+				break drain
+			}
+		}
+		l.commit(group)
+		clear(group)
+		if !open {
+			break
+		}
+	}
+	l.closeErr = l.shutdown()
+}
+
+// shutdown fsyncs and closes the last segment.
+func (l *Log) shutdown() error {
+	var err error
+	if l.failErr == nil {
+		if err = l.f.Sync(); err != nil {
+			err = fmt.Errorf("sync segment: %w", err)
+		}
+	}
+	if cerr := l.f.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("close segment: %w", cerr)
+	}
+	return err
+}
+
+// commit deduplicates, frames and writes a group of batches with one fsync,
+// then acknowledges each of them.
+func (l *Log) commit(group []*request) {
+	if l.failErr != nil {
+		for _, req := range group {
+			req.done <- result{err: l.failErr}
+		}
+		return
+	}
+	results := make([]result, len(group))
+	var added []idKey // ids inserted into seen by this group, undone on failure
+	l.wbuf = l.wbuf[:0]
+	seq := l.seq
+	var st Stats
+	var err error
+	for i, req := range group {
+		payload, kept, dups := l.dedup(req, &added)
+		results[i].res.Duplicates = dups
+		st.Duplicates += uint64(dups)
+		if kept == 0 && req.nEntities == 0 {
+			continue // nothing new: acknowledged without writing
+		}
+		seq++
+		binary.LittleEndian.PutUint64(payload, seq)
+		rec := recordHeaderSize + int64(len(payload))
+		if used := l.segSize + int64(len(l.wbuf)); used > headerSize && used+rec > l.opts.SegmentSizeBytes {
+			if err = l.roll(); err != nil {
+				break
+			}
+		}
+		l.wbuf = appendRecord(l.wbuf, payload)
+		results[i].res = AppendResult{Seq: seq, Entities: req.nEntities, Events: kept, Duplicates: dups}
+		st.Batches++
+		st.Entities += uint64(req.nEntities)
+		st.Events += uint64(kept)
+	}
+	if err == nil {
+		err = l.flush()
+	}
+	if err != nil {
+		for _, k := range added {
+			l.seen.remove(k)
+		}
+		l.failErr = fmt.Errorf("%w: %w", ErrFailed, err)
+		l.logger.Error("event log: commit failed; refusing further writes", "err", err)
+		for _, req := range group {
+			req.done <- result{err: l.failErr}
+		}
+		return
+	}
+	l.seq = seq
+	l.mu.Lock()
+	l.segs[len(l.segs)-1].size = l.segSize
+	l.stats.Batches += st.Batches
+	l.stats.Entities += st.Entities
+	l.stats.Events += st.Events
+	l.stats.Duplicates += st.Duplicates
+	l.stats.Commits++
+	l.mu.Unlock()
+	l.updateStats()
+	for i, req := range group {
+		req.done <- results[i]
+	}
+}
+
+// dedup drops the events of req whose id is already known, records the new
+// ids in seen (and in added), and returns the payload to write with the
+// number of events kept and dropped.
+func (l *Log) dedup(req *request, added *[]idKey) (payload []byte, kept, dups int) {
+	var drop []bool
+	for i, id := range req.ids {
+		if id == "" {
+			continue
+		}
+		k := l.seen.key(id)
+		if l.seen.has(k) {
+			if drop == nil {
+				drop = make([]bool, len(req.ids))
+			}
+			drop[i] = true
+			dups++
+			continue
+		}
+		l.seen.insert(k)
+		*added = append(*added, k)
+	}
+	kept = len(req.ids) - dups
+	if dups == 0 {
+		return req.buf, kept, 0
+	}
+	p := make([]byte, 0, len(req.buf))
+	p = append(p, req.buf[:req.entEnd]...)
+	p = binary.AppendUvarint(p, uint64(kept))
+	start := req.evStart
+	for i, end := range req.evEnds {
+		if !drop[i] {
+			p = append(p, req.buf[start:end]...)
+		}
+		start = end
+	}
+	return p, kept, dups
+}
+
+// flush writes the buffered records to the current segment and fsyncs it.
+func (l *Log) flush() error {
+	if len(l.wbuf) == 0 {
+		return nil
+	}
+	n, err := l.f.Write(l.wbuf)
+	l.segSize += int64(n)
+	if err != nil {
+		return fmt.Errorf("write segment %s: %w", segmentName(l.segNum), err)
+	}
+	l.wbuf = l.wbuf[:0]
+	if l.opts.NoSync {
+		return nil
+	}
+	if err := l.f.Sync(); err != nil {
+		return fmt.Errorf("sync segment %s: %w", segmentName(l.segNum), err)
+	}
+	l.mu.Lock()
+	l.stats.Syncs++
+	l.mu.Unlock()
+	return nil
+}
+
+// roll flushes and fsyncs the current segment and starts the next one.
+func (l *Log) roll() error {
+	if err := l.flush(); err != nil {
+		return err
+	}
+	if l.opts.NoSync {
+		// The sealed segment must be durable before the next one exists.
+		if err := l.f.Sync(); err != nil {
+			return fmt.Errorf("sync segment %s: %w", segmentName(l.segNum), err)
+		}
+	}
+	l.mu.Lock()
+	if l.opts.NoSync {
+		l.stats.Syncs++
+	}
+	l.segs[len(l.segs)-1].size = l.segSize
+	l.mu.Unlock()
+	if err := l.f.Close(); err != nil {
+		return fmt.Errorf("close segment %s: %w", segmentName(l.segNum), err)
+	}
+	return l.createSegment(l.segNum + 1)
+}
+
+// idKey is a 128-bit hash of an event id. Keys are pointer-free, so a large
+// set costs the garbage collector nothing; with per-process random seeds a
+// collision needs about 2^64 ids.
+type idKey [2]uint64
+
+type idSet struct {
+	s0, s1 maphash.Seed
+	m      map[idKey]struct{}
+}
+
+func newIDSet() idSet {
+	return idSet{s0: maphash.MakeSeed(), s1: maphash.MakeSeed(), m: make(map[idKey]struct{})}
+}
+
+func (s *idSet) key(id string) idKey {
+	return idKey{maphash.String(s.s0, id), maphash.String(s.s1, id)}
+}
+func (s *idSet) has(k idKey) bool { _, ok := s.m[k]; return ok }
+func (s *idSet) insert(k idKey)   { s.m[k] = struct{}{} }
+func (s *idSet) remove(k idKey)   { delete(s.m, k) }
+func (s *idSet) add(id string)    { s.insert(s.key(id)) }
+func (s *idSet) len() int         { return len(s.m) }

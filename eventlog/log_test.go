@@ -1,0 +1,335 @@
+package eventlog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/hir-ads/hir/graph"
+)
+
+func TestConcurrentAppendRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	l, rep, got := openTest(t, Options{Dir: dir})
+	if len(got) != 0 || rep != (OpenReport{}) {
+		t.Fatalf("Open(empty dir) replayed %d batches, report %+v", len(got), rep)
+	}
+	const writers, perWriter = 16, 25
+	var (
+		mu    sync.Mutex
+		acked []Batch
+		wg    sync.WaitGroup
+	)
+	for w := range writers {
+		wg.Go(func() {
+			for i := range perWriter {
+				b := testBatch(fmt.Sprintf("w%d-%d", w, i), i%3, 1+(w+i)%7)
+				res, err := l.Append(context.Background(), b)
+				if err != nil {
+					t.Errorf("Append = %v", err)
+					return
+				}
+				if res.Entities != len(b.Entities) || res.Events != len(b.Events) || res.Duplicates != 0 || res.Seq == 0 {
+					t.Errorf("Append(%d entities, %d events) = %+v", len(b.Entities), len(b.Events), res)
+				}
+				b.Seq = res.Seq
+				mu.Lock()
+				acked = append(acked, b)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	slices.SortFunc(acked, func(a, b Batch) int { return int(a.Seq) - int(b.Seq) })
+	for i, b := range acked {
+		if b.Seq != uint64(i+1) {
+			t.Fatalf("acknowledged seqs are not 1..%d: position %d has %d", len(acked), i, b.Seq)
+		}
+	}
+	st := l.Stats()
+	if st.Batches != writers*perWriter || st.Syncs == 0 || st.Syncs > st.Commits || st.LastSeq != uint64(len(acked)) {
+		t.Errorf("Stats() = %+v", st)
+	}
+	t.Logf("%d batches in %d commits (%d fsyncs)", st.Batches, st.Commits, st.Syncs)
+
+	var live []Batch
+	if err := l.Replay(context.Background(), func(b Batch) error { live = append(live, b); return nil }); err != nil {
+		t.Fatalf("Replay = %v", err)
+	}
+	if diff := cmp.Diff(acked, live, batchOpts); diff != "" {
+		t.Errorf("Replay on the open log mismatch (-acked +replayed):\n%s", diff)
+	}
+	mustClose(t, l)
+
+	_, rep, got = openTest(t, Options{Dir: dir})
+	if diff := cmp.Diff(acked, got, batchOpts); diff != "" {
+		t.Errorf("replay after reopen mismatch (-acked +replayed):\n%s", diff)
+	}
+	events := 0
+	for _, b := range acked {
+		events += len(b.Events)
+	}
+	if rep.Batches != len(acked) || rep.Events != events || rep.TruncatedBytes != 0 || rep.Segments != 1 {
+		t.Errorf("OpenReport = %+v, want %d batches, %d events, clean", rep, len(acked), events)
+	}
+}
+
+func TestIdempotency(t *testing.T) {
+	ev := func(id string) graph.Event { return testEvent(id, len(id)) }
+	tests := []struct {
+		name    string
+		before  [][]graph.Event // appended first, then the log is reopened
+		events  []graph.Event
+		ent     int
+		want    AppendResult // Seq is checked for zero / non-zero only
+		written bool
+	}{
+		{"fresh", nil, []graph.Event{ev("a"), ev("b")}, 0, AppendResult{Events: 2}, true},
+		{"repeat inside batch", nil, []graph.Event{ev("a"), ev("a"), ev("b")}, 0, AppendResult{Events: 2, Duplicates: 1}, true},
+		{"already stored", [][]graph.Event{{ev("a")}}, []graph.Event{ev("a"), ev("c")}, 0, AppendResult{Events: 1, Duplicates: 1}, true},
+		{"all duplicates not written", [][]graph.Event{{ev("a"), ev("b")}}, []graph.Event{ev("b"), ev("a")}, 0, AppendResult{Duplicates: 2}, false},
+		{"empty ids never deduplicated", [][]graph.Event{{ev("")}}, []graph.Event{ev(""), ev("")}, 0, AppendResult{Events: 2}, true},
+		{"entities written despite duplicate events", [][]graph.Event{{ev("a")}}, []graph.Event{ev("a")}, 2, AppendResult{Entities: 2, Duplicates: 1}, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			l, _, _ := openTest(t, Options{Dir: dir})
+			for _, evs := range tc.before {
+				mustAppend(t, l, Batch{Events: evs})
+			}
+			mustClose(t, l) // the seen ids must come back from replay
+			l, _, _ = openTest(t, Options{Dir: dir})
+			before := l.Stats()
+			b := testBatch("x", tc.ent, 0)
+			b.Events = tc.events
+			got := mustAppend(t, l, b)
+			if (got.Seq != 0) != tc.written {
+				t.Errorf("Append seq = %d, want written=%v", got.Seq, tc.written)
+			}
+			got.Seq = 0
+			if got != tc.want {
+				t.Errorf("Append = %+v, want %+v", got, tc.want)
+			}
+			after := l.Stats()
+			if grew := after.Bytes > before.Bytes; grew != tc.written {
+				t.Errorf("log grew from %d to %d bytes, want written=%v", before.Bytes, after.Bytes, tc.written)
+			}
+			mustClose(t, l)
+			_, _, batches := openTest(t, Options{Dir: dir})
+			stored := 0
+			for _, b := range batches {
+				stored += len(b.Events)
+			}
+			wantStored := tc.want.Events
+			for _, evs := range tc.before {
+				wantStored += len(evs)
+			}
+			if stored != wantStored {
+				t.Errorf("replayed %d events, want %d", stored, wantStored)
+			}
+		})
+	}
+}
+
+func TestConcurrentDuplicates(t *testing.T) {
+	l, _, _ := openTest(t, Options{Dir: t.TempDir(), NoSync: true})
+	const writers, ids = 8, 50
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var total AppendResult
+	for range writers {
+		wg.Go(func() {
+			for i := range ids {
+				res, err := l.Append(context.Background(), Batch{Events: []graph.Event{testEvent(fmt.Sprint("id", i), i)}})
+				if err != nil {
+					t.Errorf("Append = %v", err)
+					return
+				}
+				mu.Lock()
+				total.Events += res.Events
+				total.Duplicates += res.Duplicates
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if total.Events != ids || total.Duplicates != ids*(writers-1) {
+		t.Errorf("stored %d events and dropped %d, want %d and %d", total.Events, total.Duplicates, ids, ids*(writers-1))
+	}
+	if st := l.Stats(); st.IDs != ids || st.Events != ids {
+		t.Errorf("Stats() = %+v, want %d ids and events", st, ids)
+	}
+}
+
+// segmentFiles returns the paths of the segment files in dir, in order.
+func segmentFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join(dir, "*.seg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(paths)
+	return paths
+}
+
+func TestSegmentRollOver(t *testing.T) {
+	dir := t.TempDir()
+	const segSize = 1024
+	l, _, _ := openTest(t, Options{Dir: dir, SegmentSizeBytes: segSize})
+	var want []Batch
+	for i := range 60 {
+		b := testBatch(fmt.Sprint("r", i), i%2, 2)
+		if i == 30 {
+			b = testBatch("big", 0, 40) // larger than a segment: gets one of its own
+		}
+		b.Seq = mustAppend(t, l, b).Seq
+		want = append(want, b)
+	}
+	st := l.Stats()
+	mustClose(t, l)
+	files := segmentFiles(t, dir)
+	if len(files) < 5 || st.Segments != len(files) {
+		t.Fatalf("%d segment files, Stats().Segments = %d; want >= 5 and equal", len(files), st.Segments)
+	}
+	var total int64
+	oversized := 0
+	for i, f := range files {
+		fi, err := os.Stat(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += fi.Size()
+		if fi.Size() > segSize {
+			oversized++
+		}
+		if base := filepath.Base(f); base != segmentName(uint64(i+1)) {
+			t.Errorf("segment %d is named %s, want %s", i, base, segmentName(uint64(i+1)))
+		}
+	}
+	if oversized != 1 {
+		t.Errorf("%d segments exceed %d bytes, want only the one holding the big batch", oversized, segSize)
+	}
+	if total != st.Bytes {
+		t.Errorf("segment files hold %d bytes, Stats().Bytes = %d", total, st.Bytes)
+	}
+	_, rep, got := openTest(t, Options{Dir: dir, SegmentSizeBytes: segSize})
+	if diff := cmp.Diff(want, got, batchOpts); diff != "" {
+		t.Errorf("replay across segments mismatch (-want +got):\n%s", diff)
+	}
+	if rep.Segments != len(files) {
+		t.Errorf("OpenReport.Segments = %d, want %d", rep.Segments, len(files))
+	}
+}
+
+func TestCloseAndLock(t *testing.T) {
+	dir := t.TempDir()
+	l, _, _ := openTest(t, Options{Dir: dir})
+	if _, _, err := Open(context.Background(), Options{Dir: dir}, nil); !errors.Is(err, ErrLocked) {
+		t.Errorf("second Open of a locked dir = %v, want ErrLocked", err)
+	}
+	// Appends racing with Close either succeed (and are stored) or get ErrClosed.
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var stored []string
+	for w := range 8 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				id := fmt.Sprintf("c%d-%d", w, i)
+				_, err := l.Append(context.Background(), Batch{Events: []graph.Event{testEvent(id, i)}})
+				if errors.Is(err, ErrClosed) {
+					return
+				}
+				if err != nil {
+					t.Errorf("Append = %v, want nil or ErrClosed", err)
+					return
+				}
+				mu.Lock()
+				stored = append(stored, id)
+				mu.Unlock()
+			}
+		})
+	}
+	for deadline := time.Now().Add(10 * time.Second); l.Stats().Events < 50 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond) // let the writers get going
+	}
+	mustClose(t, l)
+	wg.Wait()
+	if err := l.Close(); !errors.Is(err, ErrClosed) {
+		t.Errorf("second Close = %v, want ErrClosed", err)
+	}
+	if _, err := l.Append(context.Background(), testBatch("late", 0, 1)); !errors.Is(err, ErrClosed) {
+		t.Errorf("Append after Close = %v, want ErrClosed", err)
+	}
+	_, _, batches := openTest(t, Options{Dir: dir})
+	got := map[string]bool{}
+	for _, b := range batches {
+		for _, ev := range b.Events {
+			got[ev.ID] = true
+		}
+	}
+	for _, id := range stored {
+		if !got[id] {
+			t.Fatalf("event %s acknowledged before Close is missing after reopen", id)
+		}
+	}
+	if len(got) != len(stored) {
+		t.Errorf("reopen has %d events, %d were acknowledged", len(got), len(stored))
+	}
+}
+
+func TestAppendRejects(t *testing.T) {
+	dir := t.TempDir()
+	l, _, _ := openTest(t, Options{Dir: dir})
+	bad := testEvent("bad", 1)
+	bad.Type = graph.EdgeNone
+	huge := graph.Entity{Type: graph.NodeAd, ID: "huge", Text: strings.Repeat("x", MaxBatchBytes)}
+	canceled, cancel := context.WithCancel(context.Background())
+	cancel()
+	tests := []struct {
+		name string
+		ctx  context.Context
+		b    Batch
+		want error
+	}{
+		{"invalid event", context.Background(), Batch{Events: []graph.Event{testEvent("ok", 0), bad}}, ErrInvalidBatch},
+		{"invalid entity", context.Background(), Batch{Entities: []graph.Entity{{Type: graph.NodeAd}}}, ErrInvalidBatch},
+		{"too large", context.Background(), Batch{Entities: []graph.Entity{huge}}, ErrBatchTooLarge},
+		{"canceled", canceled, testBatch("c", 1, 1), context.Canceled},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if res, err := l.Append(tc.ctx, tc.b); !errors.Is(err, tc.want) {
+				t.Errorf("Append = %+v, %v; want %v", res, err, tc.want)
+			}
+		})
+	}
+	if st := l.Stats(); st.Batches != 0 || st.Bytes != headerSize {
+		t.Errorf("rejected batches were written: %+v", st)
+	}
+	if res := mustAppend(t, l, Batch{}); res != (AppendResult{}) {
+		t.Errorf("Append(empty) = %+v, want zero", res)
+	}
+}
+
+func TestOpenReplayError(t *testing.T) {
+	dir := t.TempDir()
+	l, _, _ := openTest(t, Options{Dir: dir})
+	mustAppend(t, l, testBatch("a", 1, 1))
+	mustClose(t, l)
+	errStop := errors.New("stop")
+	if _, _, err := Open(context.Background(), Options{Dir: dir}, func(Batch) error { return errStop }); !errors.Is(err, errStop) {
+		t.Fatalf("Open with failing replay = %v, want %v", err, errStop)
+	}
+	// The failed Open released the lock.
+	openTest(t, Options{Dir: dir})
+}
