@@ -423,13 +423,13 @@ func (sm *Sampler) drawImportance(st *sampleState, vo ViewOptions, asOf int64, r
 			for k := range hi - lo {
 				f := int32(lo + k)
 				edges := st.lists[st.cands[f].list].edges
-				for c := st.cursor[k]; c < st.offs[k+1]; c++ {
-					e := edges[st.keys[c].i]
+				for st.cursor[k] < st.offs[k+1] {
+					e := edges[st.keys[st.cursor[k]].i]
+					st.cursor[k]++
 					if _, ok := st.index[e.Nbr]; ok {
 						continue
 					}
 					sm.addCand(st, f, e, asOf, true)
-					st.cursor[k] = c + 1
 					progress = true
 					break
 				}
