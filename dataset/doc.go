@@ -69,15 +69,39 @@
 //
 // # Synthetic ads world
 //
-// [Synth] writes entities.jsonl, events.jsonl (sorted by time) and truth.json
-// for a world with a planted three-level interest hierarchy (fine -> mid ->
-// coarse). Advertisers, campaigns, products and ads each serve one fine
-// interest, and their text is drawn from per-interest vocabularies of made-up
-// words, so both the graph and the content carry signal. Users hold 2-4
-// weighted fine interests; engagement follows an impression -> click ->
-// add_to_cart -> purchase funnel that favours the user's interests, with
-// not_interested feedback on unrelated ads; about 15% of users and ads
-// arrive in the last 20% of the window (cold start). truth.json ([Truth],
-// read with [ReadTruth]) records every entity's interests and the hierarchy.
-// The output is byte-identical for the same [SynthOptions].
+// [Synth] writes entities.jsonl, events.jsonl (sorted by time, ids
+// "e<day>-<n>") and truth.json for a world with a planted three-level interest
+// hierarchy (fine -> mid -> coarse, contiguous balanced blocks).
+//
+//   - Supply: advertisers "adv<i>" (each with a brand "b<i>" and a
+//     conversion pixel "px<i>"), campaigns "cp<i>", products "p<i>" and ads
+//     "a<i>" each serve one fine interest; an advertiser's campaigns stay under
+//     its coarse interest, and a campaign's products and ads share its fine
+//     interest. Categories "cat<m>" stand for mid interests. Structure edges:
+//     ad -> campaign, ad -> product, ad -> category, product -> category,
+//     product -> brand, campaign -> advertiser, pixel -> advertiser, each at
+//     the time its source arrives. Ads carry advertiser, brand, campaign,
+//     category, product and status attributes.
+//   - Content: ad, product, campaign and advertiser text is drawn from
+//     per-interest vocabularies of made-up words (coarse + mid + fine words
+//     plus shared noise words), so text carries the interest signal.
+//   - Demand: users "u<i>" hold 2-4 weighted fine interests (often siblings
+//     under one mid or coarse interest) and age/region attributes.
+//   - Engagement over Days: impressions target the user's fine interest
+//     (50%), its mid (15%) or coarse (5%) interest, or explore at random
+//     (30%); clicks are about 3% of impressions, over ten times likelier on
+//     the user's own fine interest than on unrelated ads; add_to_cart follows
+//     roughly 30% of clicks; purchases (each with a user -> pixel fires edge)
+//     are about 0.3% of impressions; interested follows some on-interest
+//     clicks and not_interested some impressions of unrelated ads.
+//   - Arrivals: 60% of users and ads exist from the start, 15% arrive in the
+//     last 20% of the window (cold start), the rest in between; campaigns,
+//     products and advertisers arrive with their first ad.
+//
+// truth.json ([Truth], read with [ReadTruth]) records every entity's fine,
+// mid and coarse interest (users: all their interests with weights), arrival
+// time and cold-start flag, the hierarchy parents, the vocabularies and the
+// options. The output depends only on [SynthOptions]: the same options give
+// byte-identical files (on the same architecture), whatever GOMAXPROCS.
+// [SynthID] maps a dense index to the external id.
 package dataset

@@ -227,7 +227,7 @@ func TestImportErrors(t *testing.T) {
 			wantErr: ErrBadRecord, wantFile: "u.item", wantLine: 1},
 		{name: "movielens missing file", format: "movielens", files: map[string]string{"u.data": ""}, wantErr: ErrNoData},
 		{name: "taobao-ad bad clk", format: "taobao-ad",
-			files: map[string]string{"s.csv": "clk,time_stamp,userid,adgroup_id\n1,2017-05-06 00:00:00,1,2\n2,2017-05-06 00:00:00,1,2\n"},
+			files:   map[string]string{"s.csv": "clk,time_stamp,userid,adgroup_id\n1,2017-05-06 00:00:00,1,2\n2,2017-05-06 00:00:00,1,2\n"},
 			wantErr: ErrBadRecord, wantFile: "s.csv", wantLine: 3},
 		{name: "taobao-ad no header", format: "taobao-ad", files: map[string]string{"s.csv": "1,2,3\n"},
 			wantErr: ErrBadRecord, wantFile: "s.csv", wantLine: 1},

@@ -78,7 +78,7 @@ func TestReadJSONL(t *testing.T) {
 			wantEvents: []graph.Event{{ID: "e1", Src: ref(graph.NodeUser, "u1"), Dst: ref(graph.NodeAd, "a17"),
 				Type: graph.EdgeClick, TS: 1700000000000, Weight: 1}}},
 		{name: "auto", kind: KindAuto,
-			in: `{"type":"ad","id":"a1"}` + "\n" + `{"src":{"type":"ad","id":"a1"},"dst":{"type":"campaign","id":"c1"},"type":"in_campaign","ts":5,"weight":0.5}`,
+			in:           `{"type":"ad","id":"a1"}` + "\n" + `{"src":{"type":"ad","id":"a1"},"dst":{"type":"campaign","id":"c1"},"type":"in_campaign","ts":5,"weight":0.5}`,
 			wantEntities: []graph.Entity{{Type: graph.NodeAd, ID: "a1"}},
 			wantEvents: []graph.Event{{Src: ref(graph.NodeAd, "a1"), Dst: ref(graph.NodeCampaign, "c1"),
 				Type: graph.EdgeInCampaign, TS: 5, Weight: 0.5}}},

@@ -48,7 +48,7 @@ const (
 // clickRate is the click probability of an impression by relation between the
 // ad's fine interest and the user's interests: none, same coarse, same mid,
 // same fine. The mix of impressions makes the overall rate about 3%.
-var clickRate = [4]float64{0.004, 0.01, 0.02, 0.05}
+var clickRate = [4]float64{0.004, 0.012, 0.025, 0.05}
 
 // ErrBadOptions reports invalid SynthOptions.
 var ErrBadOptions = errors.New("bad synth options")
@@ -455,7 +455,7 @@ func newWorld(o SynthOptions) *world {
 	activity := make([]float64, o.Users)
 	exposure := 0.0
 	for u := range o.Users {
-		k := 2 + r.IntN(3)
+		k := min(2+r.IntN(3), o.Fine)
 		first := len(w.userFine)
 		for len(w.userFine)-first < k {
 			var f int32

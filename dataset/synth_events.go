@@ -39,19 +39,17 @@ func engagementRank(t graph.EdgeType) int {
 	return 1
 }
 
-// dayChunk holds one day's events, sorted and encoded.
+// dayChunk holds one day's events, sorted. Events are kept compact (24 bytes)
+// and encoded only by the writer, so buffered days cost little memory.
 type dayChunk struct {
-	day    int
-	evs    []sev
-	out    []byte
-	counts [graph.NumEdgeTypes]int
+	day int
+	evs []sev
 }
 
 // genDay generates the events of day d into ch.
 func (w *world) genDay(ctx context.Context, d int, ch *dayChunk) error {
 	ch.day = d
 	ch.evs = ch.evs[:0]
-	ch.counts = [graph.NumEdgeTypes]int{}
 	lo := w.startMS + int64(d)*DayMS
 	hi := lo + DayMS
 	if d == 0 {
@@ -127,7 +125,7 @@ func (w *world) genDay(ctx context.Context, d int, ch *dayChunk) error {
 			if cart {
 				ts = min(ts+30000+r.Int64N(20*60000), hi-1)
 				add(ts, graph.NodeUser, uid, graph.EdgeAddToCart, graph.NodeAd, ad)
-				buyRate = 0.35
+				buyRate = 0.3
 			}
 			if r.Float64() < buyRate {
 				ts = min(ts+60000+r.Int64N(2*3600000), hi-1)
@@ -138,11 +136,6 @@ func (w *world) genDay(ctx context.Context, d int, ch *dayChunk) error {
 	}
 
 	slices.SortFunc(ch.evs, compareSev)
-	ch.out = ch.out[:0]
-	for i := range ch.evs {
-		ch.out = appendSev(ch.out, d, i, &ch.evs[i])
-		ch.counts[ch.evs[i].t]++
-	}
 	return nil
 }
 
@@ -160,16 +153,19 @@ func (w *world) pickAd(r *rand.Rand, fines []int32, weights []float32, ts int64)
 			}
 			y -= wt
 		}
-		var ads []int32
-		switch {
-		case x < targetFine:
-			ads = w.adsByFine.alive(int(f), ts)
-		case x < targetFine+targetMid:
-			ads = w.adsByMid.alive(int(w.fineParent[f]), ts)
-		default:
-			ads = w.adsByCoarse.alive(int(w.fineCoarse(f)), ts)
+		// Fall back to coarser levels when no ad of the level is alive yet.
+		m := w.fineParent[f]
+		if x < targetFine {
+			if ads := w.adsByFine.alive(int(f), ts); len(ads) > 0 {
+				return ads[r.IntN(len(ads))], true
+			}
 		}
-		if len(ads) > 0 {
+		if x < targetFine+targetMid {
+			if ads := w.adsByMid.alive(int(m), ts); len(ads) > 0 {
+				return ads[r.IntN(len(ads))], true
+			}
+		}
+		if ads := w.adsByCoarse.alive(int(w.midParent[m]), ts); len(ads) > 0 {
 			return ads[r.IntN(len(ads))], true
 		}
 	}
@@ -232,8 +228,8 @@ func appendSev(b []byte, d, i int, e *sev) []byte {
 	return append(b, `,"weight":1}`+"\n"...)
 }
 
-// writeEvents generates the days on GOMAXPROCS workers and writes them in
-// order; at most a few days are buffered at a time.
+// writeEvents generates the days on GOMAXPROCS workers and encodes and writes
+// them in order; at most 2*GOMAXPROCS days are buffered at a time.
 func (w *world) writeEvents(ctx context.Context, bw *bufio.Writer, c *counter) error {
 	workers := max(1, runtime.GOMAXPROCS(0))
 	inFlight := 2 * workers
@@ -279,6 +275,7 @@ func (w *world) writeEvents(ctx context.Context, bw *bufio.Writer, c *counter) e
 		})
 	}
 	g.Go(func() error {
+		var scratch []byte
 		for d := range w.o.Days {
 			var ch *dayChunk
 			select {
@@ -286,10 +283,15 @@ func (w *world) writeEvents(ctx context.Context, bw *bufio.Writer, c *counter) e
 			case <-gctx.Done():
 				return gctx.Err()
 			}
-			if _, err := bw.Write(ch.out); err != nil {
-				return err
+			var counts [graph.NumEdgeTypes]int
+			for i := range ch.evs {
+				scratch = appendSev(scratch[:0], d, i, &ch.evs[i])
+				if _, err := bw.Write(scratch); err != nil {
+					return err
+				}
+				counts[ch.evs[i].t]++
 			}
-			for t, n := range ch.counts {
+			for t, n := range counts {
 				if n > 0 {
 					c.sum.Events += n
 					c.sum.EventsByType[graph.EdgeType(t).String()] += n

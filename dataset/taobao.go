@@ -117,6 +117,8 @@ type adRow struct {
 	click                               bool
 }
 
+// adRow emits one impression, preceded by the entities and structure edges
+// of whatever it is the first to mention.
 func (e *emitter) adRow(r *adRow) error {
 	if r.user == "" || r.ad == "" {
 		return badRecord("missing user or adgroup id")
@@ -127,64 +129,8 @@ func (e *emitter) adRow(r *adRow) error {
 		return err
 	}
 	if e.first(ad) {
-		var edges []struct {
-			dst graph.Ref
-			t   graph.EdgeType
-		}
-		attrs := map[string]string{}
-		link := func(raw string, nt graph.NodeType, prefix, attr string, et graph.EdgeType) error {
-			if raw == "" {
-				return nil
-			}
-			ref := graph.Ref{Type: nt, ID: prefix + raw}
-			attrs[attr] = ref.ID
-			edges = append(edges, struct {
-				dst graph.Ref
-				t   graph.EdgeType
-			}{ref, et})
-			return e.entity(&graph.Entity{Type: nt, ID: ref.ID})
-		}
-		for _, l := range []struct {
-			raw    string
-			nt     graph.NodeType
-			prefix string
-			attr   string
-			et     graph.EdgeType
-		}{
-			{r.campaign, graph.NodeCampaign, "cp", "campaign", graph.EdgeInCampaign},
-			{r.cate, graph.NodeCategory, "c", "category", graph.EdgeInCategory},
-			{r.brand, graph.NodeBrand, "b", "brand", graph.EdgeOfBrand},
-		} {
-			if err := link(l.raw, l.nt, l.prefix, l.attr, l.et); err != nil {
-				return err
-			}
-		}
-		if r.customer != "" {
-			attrs["advertiser"] = "adv" + r.customer
-		}
-		if r.price != "" {
-			attrs[r.priceKey] = r.price
-		}
-		if err := e.sink.Entity(&graph.Entity{Type: ad.Type, ID: ad.ID, Attrs: attrs}); err != nil {
+		if err := e.newAd(ad, r); err != nil {
 			return err
-		}
-		for _, ed := range edges {
-			if err := e.event("", ad, ed.dst, ed.t, r.ts); err != nil {
-				return err
-			}
-		}
-		if r.campaign != "" && r.customer != "" {
-			adv := graph.Ref{Type: graph.NodeAdvertiser, ID: "adv" + r.customer}
-			if err := e.entity(&graph.Entity{Type: adv.Type, ID: adv.ID}); err != nil {
-				return err
-			}
-			camp := graph.Ref{Type: graph.NodeCampaign, ID: "cp" + r.campaign}
-			// A campaign belongs to one advertiser: link it once.
-			if e.first(graph.Ref{Type: graph.NodeInvalid, ID: camp.ID}) {
-				if err := e.event("", camp, adv, graph.EdgeOfAdvertiser, r.ts); err != nil {
-					return err
-				}
-			}
 		}
 	}
 	t := graph.EdgeImpression
@@ -192,6 +138,64 @@ func (e *emitter) adRow(r *adRow) error {
 		t = graph.EdgeClick
 	}
 	return e.event(r.id, user, ad, t, r.ts)
+}
+
+// newAd emits an ad seen for the first time, the campaign, advertiser,
+// category and brand it links to, and the structure edges between them.
+func (e *emitter) newAd(ad graph.Ref, r *adRow) error {
+	type link struct {
+		raw    string
+		t      graph.NodeType
+		prefix string
+		attr   string
+		edge   graph.EdgeType
+	}
+	links := []link{
+		{r.campaign, graph.NodeCampaign, "cp", "campaign", graph.EdgeInCampaign},
+		{r.cate, graph.NodeCategory, "c", "category", graph.EdgeInCategory},
+		{r.brand, graph.NodeBrand, "b", "brand", graph.EdgeOfBrand},
+	}
+	attrs := map[string]string{}
+	for _, l := range links {
+		if l.raw == "" {
+			continue
+		}
+		attrs[l.attr] = l.prefix + l.raw
+		if err := e.entity(&graph.Entity{Type: l.t, ID: l.prefix + l.raw}); err != nil {
+			return err
+		}
+	}
+	if r.customer != "" {
+		attrs["advertiser"] = "adv" + r.customer
+	}
+	if r.price != "" {
+		attrs[r.priceKey] = r.price
+	}
+	if err := e.sink.Entity(&graph.Entity{Type: ad.Type, ID: ad.ID, Attrs: attrs}); err != nil {
+		return err
+	}
+	for _, l := range links {
+		if l.raw == "" {
+			continue
+		}
+		if err := e.event("", ad, graph.Ref{Type: l.t, ID: l.prefix + l.raw}, l.edge, r.ts); err != nil {
+			return err
+		}
+	}
+	if r.campaign == "" || r.customer == "" {
+		return nil
+	}
+	adv := graph.Ref{Type: graph.NodeAdvertiser, ID: "adv" + r.customer}
+	if err := e.entity(&graph.Entity{Type: adv.Type, ID: adv.ID}); err != nil {
+		return err
+	}
+	// A campaign belongs to one advertiser: link it once. The seen set of
+	// NodeInvalid (never an entity type) records linked campaigns.
+	camp := graph.Ref{Type: graph.NodeCampaign, ID: "cp" + r.campaign}
+	if !e.first(graph.Ref{Type: graph.NodeInvalid, ID: camp.ID}) {
+		return nil
+	}
+	return e.event("", camp, adv, graph.EdgeOfAdvertiser, r.ts)
 }
 
 // importTaobaoAd imports FuxiCTR CSV and PaddleRec DMR extracts of the Taobao

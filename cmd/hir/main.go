@@ -37,6 +37,7 @@ func commands() []command {
 	return []command{
 		{"synth", "write a synthetic ads world (entities.jsonl, events.jsonl, truth.json)", runSynth},
 		{"import", "import a data set into a data directory's event log", runImport},
+		{"train", "train a model version on a data directory (DIR/models/vN)", runTrain},
 	}
 }
 

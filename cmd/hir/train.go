@@ -1,0 +1,43 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/hir-ads/hir/model"
+)
+
+func runTrain(ctx context.Context, e *env, args []string) error {
+	fs := newFlags(e, "train", "--data DIR [--steps N] [--seed S] [--asof T] [--resume]")
+	data := fs.String("data", "", "data directory (required)")
+	asOfFlag := fs.String("asof", "", "train on events up to this time (unix ms or RFC 3339); default all")
+	cfg := model.TrainConfig{}
+	fs.IntVar(&cfg.Steps, "steps", 300, "optimisation steps")
+	fs.Uint64Var(&cfg.Seed, "seed", 1, "random seed; the same seed and data give identical weights")
+	fs.BoolVar(&cfg.Resume, "resume", false, "continue from the latest checkpoint")
+	fs.IntVar(&cfg.Pairs, "pairs", 0, "engagement events per step (0: default)")
+	fs.Float64Var(&cfg.LearningRate, "lr", 0, "AdamW learning rate (0: default)")
+	fs.BoolVar(&cfg.Synchronous, "sync", false, "sample on the training goroutine (no pipelined loader)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *data == "" {
+		fs.Usage()
+		return errUsage
+	}
+	asOf, err := parseTime(*asOfFlag)
+	if err != nil {
+		return fmt.Errorf("--asof: %w", err)
+	}
+	store, err := loadGraph(ctx, *data, asOf, e.logger)
+	if err != nil {
+		return err
+	}
+	cfg.Logger = e.logger
+	ck, err := model.Train(ctx, store, cfg, *data, e.stderr)
+	if err != nil {
+		return err
+	}
+	return json.NewEncoder(e.stdout).Encode(map[string]any{"version": ck.Version, "dir": ck.Dir, "metrics": ck.Metrics})
+}

@@ -1,0 +1,254 @@
+package index
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/blevesearch/bleve/v2/analysis"
+	"github.com/blevesearch/bleve/v2/analysis/lang/en"
+	"github.com/blevesearch/bleve/v2/registry"
+)
+
+// CatalogueOptions configures [BuildCatalogue]. Zero fields take defaults.
+type CatalogueOptions struct {
+	// Text returns the text (title, description, ...) of a doc; nil means
+	// labels carry no words.
+	Text func(id uint32) string
+	// Analyzer is a bleve analyzer name (default "en": tokenise, stop
+	// words, stemming).
+	Analyzer string
+	// Words is the number of words in a label (default 4).
+	Words int
+	// AttrKeys are the attributes whose dominant values join the label
+	// (default category and brand); TopAttrs values per key (default 2).
+	AttrKeys []string
+	TopAttrs int
+}
+
+// AttrCount is an attribute value and the number of member docs having it.
+type AttrCount struct {
+	Value string `json:"value"`
+	Count int    `json:"count"`
+}
+
+// TokenInfo describes one token of the catalogue.
+type TokenInfo struct {
+	Token    Token   `json:"token"`
+	Level    int     `json:"level"`
+	Parent   *Token  `json:"parent,omitempty"`
+	Children []Token `json:"children,omitempty"`
+	// Size is the number of live docs whose bag holds the token.
+	Size int `json:"size"`
+	// Words are the most distinctive (stemmed) words of the members' text,
+	// by member frequency x idf against the whole catalogue.
+	Words []string `json:"words,omitempty"`
+	// Attrs holds the dominant values per AttrKeys key.
+	Attrs map[string][]AttrCount `json:"attrs,omitempty"`
+	// Label is a human label: words, then dominant attribute values.
+	Label string `json:"label"`
+}
+
+// Catalogue describes every prototype token and every non-empty residual
+// token of a snapshot. Immutable; safe for concurrent use.
+type Catalogue struct {
+	tokens map[Token]*TokenInfo
+	order  []Token
+}
+
+// BuildCatalogue labels the tokens of s.
+func BuildCatalogue(ctx context.Context, s *Snapshot, opts CatalogueOptions) (*Catalogue, error) {
+	if opts.Analyzer == "" {
+		opts.Analyzer = en.AnalyzerName
+	}
+	if opts.Words <= 0 {
+		opts.Words = 4
+	}
+	if opts.AttrKeys == nil {
+		opts.AttrKeys = []string{AttrCategory, AttrBrand}
+	}
+	if opts.TopAttrs <= 0 {
+		opts.TopAttrs = 2
+	}
+	var an analysis.Analyzer
+	if opts.Text != nil {
+		var err error
+		if an, err = registry.NewCache().AnalyzerNamed(opts.Analyzer); err != nil {
+			return nil, fmt.Errorf("build catalogue: analyzer %q: %w", opts.Analyzer, err)
+		}
+	}
+	// Per-doc distinct term ids.
+	termID := map[string]int32{}
+	var terms []string
+	var df []int
+	docTerms := map[uint32][]int32{}
+	it := s.live.Iterator()
+	nDocs := 0
+	for it.HasNext() {
+		id := it.Next()
+		nDocs++
+		if nDocs%4096 == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, fmt.Errorf("build catalogue: %w", err)
+			}
+		}
+		if an == nil {
+			continue
+		}
+		var ids []int32
+		for _, tok := range an.Analyze([]byte(opts.Text(id))) {
+			w := string(tok.Term)
+			if len(w) < 2 {
+				continue
+			}
+			t, ok := termID[w]
+			if !ok {
+				t = int32(len(terms))
+				termID[w] = t
+				terms = append(terms, w)
+				df = append(df, 0)
+			}
+			ids = append(ids, t)
+		}
+		slices.Sort(ids)
+		ids = slices.Compact(ids)
+		for _, t := range ids {
+			df[t]++
+		}
+		docTerms[id] = ids
+	}
+	keyWanted := map[string]bool{}
+	for _, k := range opts.AttrKeys {
+		keyWanted[k] = true
+	}
+	c := &Catalogue{tokens: map[Token]*TokenInfo{}}
+	q := s.q
+	nSlots := s.levelOff[len(s.levelOff)-1]
+	for slot := range nSlots {
+		t := s.tokenOf(slot)
+		b := s.post.get(slot)
+		size := 0
+		if b != nil {
+			size = int(b.GetCardinality())
+		}
+		if t.Level() >= q.NumLevels() && size == 0 {
+			continue
+		}
+		info := &TokenInfo{Token: t, Level: t.Level(), Size: size}
+		if p, ok := q.Parent(t); ok {
+			info.Parent = &p
+		}
+		if size > 0 {
+			tf := map[int32]int{}
+			attrs := map[string]map[string]int{}
+			mi := b.Iterator()
+			for mi.HasNext() {
+				id := mi.Next()
+				for _, w := range docTerms[id] {
+					tf[w]++
+				}
+				m := s.meta.get(int(id))
+				for _, a := range m[1+m[0]:] {
+					n := s.names.get(int(a))
+					if keyWanted[n.key] {
+						if attrs[n.key] == nil {
+							attrs[n.key] = map[string]int{}
+						}
+						attrs[n.key][n.value]++
+					}
+				}
+			}
+			info.Words = topWords(tf, df, terms, nDocs, size, opts.Words)
+			info.Attrs = topAttrs(attrs, opts.TopAttrs)
+		}
+		info.Label = label(info, opts.AttrKeys)
+		c.tokens[t] = info
+		c.order = append(c.order, t)
+	}
+	for _, t := range c.order {
+		if p := c.tokens[t].Parent; p != nil {
+			if pi := c.tokens[*p]; pi != nil {
+				pi.Children = append(pi.Children, t)
+			}
+		}
+	}
+	return c, nil
+}
+
+func topWords(tf map[int32]int, df []int, terms []string, nDocs, size, n int) []string {
+	type ws struct {
+		w     int32
+		score float64
+	}
+	minTF := min(2, size)
+	var cands []ws
+	for w, f := range tf {
+		if f < minTF {
+			continue
+		}
+		idf := math.Log(float64(nDocs+1) / float64(df[w]+1))
+		cands = append(cands, ws{w, float64(f) / float64(size) * idf})
+	}
+	slices.SortFunc(cands, func(a, b ws) int {
+		if a.score != b.score {
+			if a.score > b.score {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(terms[a.w], terms[b.w])
+	})
+	var out []string
+	for _, c := range cands[:min(n, len(cands))] {
+		out = append(out, terms[c.w])
+	}
+	return out
+}
+
+func topAttrs(attrs map[string]map[string]int, n int) map[string][]AttrCount {
+	if len(attrs) == 0 {
+		return nil
+	}
+	out := map[string][]AttrCount{}
+	for k, vs := range attrs {
+		var list []AttrCount
+		for v, c := range vs {
+			list = append(list, AttrCount{v, c})
+		}
+		slices.SortFunc(list, func(a, b AttrCount) int {
+			if a.Count != b.Count {
+				return b.Count - a.Count
+			}
+			return strings.Compare(a.Value, b.Value)
+		})
+		out[k] = list[:min(n, len(list))]
+	}
+	return out
+}
+
+func label(info *TokenInfo, keys []string) string {
+	parts := slices.Clone(info.Words)
+	for _, k := range keys {
+		for _, ac := range info.Attrs[k] {
+			parts = append(parts, k+":"+ac.Value)
+		}
+	}
+	if len(parts) == 0 {
+		return info.Token.String()
+	}
+	return strings.Join(parts, " ")
+}
+
+// Get returns the description of t.
+func (c *Catalogue) Get(t Token) (TokenInfo, bool) {
+	info, ok := c.tokens[t]
+	if !ok {
+		return TokenInfo{}, false
+	}
+	return *info, true
+}
+
+// Tokens returns every described token, by level then code.
+func (c *Catalogue) Tokens() []Token { return slices.Clone(c.order) }

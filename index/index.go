@@ -1,0 +1,561 @@
+package index
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"github.com/RoaringBitmap/roaring/v2"
+)
+
+// Well-known attribute keys of an ad. Any other key is allowed too.
+const (
+	AttrAdvertiser = "advertiser"
+	AttrCampaign   = "campaign"
+	AttrCategory   = "category"
+	AttrBrand      = "brand"
+	AttrStatus     = "status"
+	// LabelPrefix prefixes the attribute key of a free key=value label:
+	// Doc.Labels["region"] = "eu" is stored as attribute "label:region".
+	LabelPrefix = "label:"
+)
+
+// Errors of the index.
+var (
+	// ErrDim is returned for an embedding whose length is not the index's.
+	ErrDim = errors.New("wrong embedding dimension")
+	// ErrBadOptions is returned by constructors for invalid options.
+	ErrBadOptions = errors.New("bad index options")
+	// ErrBadQuery is returned by Search for an invalid query.
+	ErrBadQuery = errors.New("bad query")
+)
+
+// Doc is one indexed ad. ID is a dense uint32 chosen by the caller (for
+// example the graph's node id of the ad).
+type Doc struct {
+	ID        uint32
+	Embedding []float32
+	// Attrs maps attribute keys (AttrCategory, ...) to their values.
+	Attrs map[string][]string
+	// Labels holds free key=value labels, stored as LabelPrefix+key.
+	Labels map[string]string
+}
+
+// Options configures an [Index]. Zero fields take defaults.
+type Options struct {
+	// Quantizer turns embeddings into bags. Required.
+	Quantizer *Quantizer
+	// Logger defaults to slog.Default(), scoped with component=index.
+	Logger *slog.Logger
+	// Workers bounds the goroutines of Build (default min(2, GOMAXPROCS)).
+	Workers int
+	// Search holds the default search tuning.
+	Search SearchOptions
+}
+
+// Index is the writer side of the inverted index: it owns the current
+// immutable [Snapshot] and builds the next one on every change. Readers call
+// Snapshot once per request and use it throughout. Safe for concurrent use;
+// writers are serialised by a mutex, readers never block.
+type Index struct {
+	q    *Quantizer
+	log  *slog.Logger
+	opts Options
+
+	mtx sync.Mutex // serialises writers; guards nothing read by readers
+	cur atomic.Pointer[Snapshot]
+}
+
+// New returns an empty index.
+func New(opts Options) (*Index, error) {
+	if opts.Quantizer == nil {
+		return nil, fmt.Errorf("new index: no quantizer: %w", ErrBadOptions)
+	}
+	s := emptySnapshot(opts.Quantizer)
+	return newIndex(s, opts), nil
+}
+
+// NewFromSnapshot returns an index whose current state is s (for example a
+// snapshot read with [ReadSnapshot]); opts.Quantizer is ignored, s's is used.
+func NewFromSnapshot(s *Snapshot, opts Options) *Index {
+	return newIndex(s, opts)
+}
+
+func newIndex(s *Snapshot, opts Options) *Index {
+	opts.Quantizer = s.q
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Workers <= 0 {
+		opts.Workers = min(2, runtime.GOMAXPROCS(0))
+	}
+	opts.Search.applyDefaults()
+	s.search = opts.Search
+	ix := &Index{q: s.q, log: opts.Logger.With("component", "index"), opts: opts}
+	ix.cur.Store(s)
+	return ix
+}
+
+// Snapshot returns the current snapshot. It is immutable: later writes
+// publish new snapshots and never change this one.
+func (ix *Index) Snapshot() *Snapshot { return ix.cur.Load() }
+
+// Quantizer returns the quantizer of the index.
+func (ix *Index) Quantizer() *Quantizer { return ix.q }
+
+// Upsert inserts or replaces docs (new embedding -> new bag -> postings)
+// and publishes one new snapshot for the whole batch. Only the touched
+// postings, attribute bitmaps and chunks are copied. Bags are computed
+// before the writer lock is taken. If two docs share an id the last wins.
+func (ix *Index) Upsert(ctx context.Context, docs ...Doc) error {
+	for i := range docs {
+		if len(docs[i].Embedding) != ix.q.dim {
+			return fmt.Errorf("upsert doc %d: %w: got %d, want %d", docs[i].ID, ErrDim, len(docs[i].Embedding), ix.q.dim)
+		}
+	}
+	bags, err := ix.bags(ctx, docs)
+	if err != nil {
+		return fmt.Errorf("upsert: %w", err)
+	}
+	ix.mtx.Lock()
+	defer ix.mtx.Unlock()
+	tx := begin(ix.cur.Load())
+	for i := range docs {
+		tx.remove(docs[i].ID)
+		tx.add(&docs[i], bags[i])
+	}
+	ix.cur.Store(tx.commit())
+	return nil
+}
+
+// Delete removes docs by id and publishes one new snapshot. Unknown ids are
+// ignored.
+func (ix *Index) Delete(ctx context.Context, ids ...uint32) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("delete: %w", err)
+	}
+	ix.mtx.Lock()
+	defer ix.mtx.Unlock()
+	tx := begin(ix.cur.Load())
+	for _, id := range ids {
+		tx.remove(id)
+	}
+	ix.cur.Store(tx.commit())
+	return nil
+}
+
+// Build replaces the whole index content by docs (bulk load: bags on
+// Workers goroutines, postings built directly) and publishes it.
+func (ix *Index) Build(ctx context.Context, docs []Doc) error {
+	for i := range docs {
+		if len(docs[i].Embedding) != ix.q.dim {
+			return fmt.Errorf("build doc %d: %w: got %d, want %d", docs[i].ID, ErrDim, len(docs[i].Embedding), ix.q.dim)
+		}
+	}
+	bags, err := ix.bags(ctx, docs)
+	if err != nil {
+		return fmt.Errorf("build: %w", err)
+	}
+	s := emptySnapshot(ix.q)
+	s.search = ix.opts.Search
+	tx := begin(s)
+	tx.bulkPost = make(map[int][]uint32)
+	for i := range docs {
+		if i%4096 == 0 {
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("build: %w", err)
+			}
+		}
+		tx.remove(docs[i].ID) // duplicates: last wins
+		tx.add(&docs[i], bags[i])
+	}
+	ix.mtx.Lock()
+	defer ix.mtx.Unlock()
+	ix.cur.Store(tx.commit())
+	ix.log.Debug("index built", "docs", len(docs))
+	return nil
+}
+
+// Publish replaces the current snapshot by s (for example one read from
+// disk). s must have been made with the same quantizer dimension.
+func (ix *Index) Publish(s *Snapshot) error {
+	if s.q.dim != ix.q.dim {
+		return fmt.Errorf("publish snapshot: %w: got %d, want %d", ErrDim, s.q.dim, ix.q.dim)
+	}
+	ix.mtx.Lock()
+	defer ix.mtx.Unlock()
+	s.search = ix.opts.Search
+	ix.q = s.q
+	ix.cur.Store(s)
+	return nil
+}
+
+func (ix *Index) bags(ctx context.Context, docs []Doc) ([][]Token, error) {
+	out := make([][]Token, len(docs))
+	var failed atomic.Bool
+	parallelRange(len(docs), ix.opts.Workers, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			if i%1024 == 0 && ctx.Err() != nil {
+				failed.Store(true)
+				return
+			}
+			bag := ix.q.Bag(docs[i].Embedding)
+			toks := make([]Token, len(bag))
+			for j, wt := range bag {
+				toks[j] = wt.Token
+			}
+			slices.Sort(toks)
+			out[i] = slices.Compact(toks)
+		}
+	})
+	if failed.Load() {
+		return nil, ctx.Err()
+	}
+	return out, nil
+}
+
+// attrDict interns (key, value) pairs to dense ids. It is append-only and
+// shared by every snapshot of an index: a snapshot only uses ids below its
+// own nAttrs, so ids added later are invisible to it.
+type attrDict struct {
+	mu  sync.RWMutex
+	ids map[string]uint32 // mu must be held
+}
+
+func attrKey(key, value string) string { return key + "\x00" + value }
+
+func (d *attrDict) lookup(key, value string) (uint32, bool) {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	id, ok := d.ids[attrKey(key, value)]
+	return id, ok
+}
+
+type attrName struct{ key, value string }
+
+// Snapshot is one immutable state of the index: postings, attribute
+// bitmaps, doc embeddings and bags. Safe for concurrent use.
+type Snapshot struct {
+	q        *Quantizer
+	seq      uint64
+	levelOff []int // token slot of (level, 0)
+	live     *roaring.Bitmap
+	emb      pvec[float32]         // width dim, by doc id
+	meta     pvec[[]uint32]        // by doc id: [ntok, tokens..., attr ids...]
+	post     pvec[*roaring.Bitmap] // by token slot
+	dict     *attrDict
+	names    pvec[attrName]        // by attr id
+	attrBits pvec[*roaring.Bitmap] // by attr id
+	nAttrs   int
+	search   SearchOptions
+}
+
+func emptySnapshot(q *Quantizer) *Snapshot {
+	s := &Snapshot{
+		q:        q,
+		live:     roaring.New(),
+		emb:      pvec[float32]{width: q.dim},
+		meta:     pvec[[]uint32]{width: 1},
+		post:     pvec[*roaring.Bitmap]{width: 1},
+		dict:     &attrDict{ids: make(map[string]uint32)},
+		names:    pvec[attrName]{width: 1},
+		attrBits: pvec[*roaring.Bitmap]{width: 1},
+	}
+	s.levelOff = levelOffsets(q)
+	s.search.applyDefaults()
+	return s
+}
+
+func levelOffsets(q *Quantizer) []int {
+	n := q.NumLevels() + q.opts.ResidualLevels
+	off := make([]int, n+1)
+	for l := range n {
+		off[l+1] = off[l] + q.LevelSize(l)
+	}
+	return off
+}
+
+func (s *Snapshot) slotOf(t Token) (int, bool) {
+	l, c := t.Level(), t.Code()
+	if l >= len(s.levelOff)-1 || c >= s.levelOff[l+1]-s.levelOff[l] {
+		return 0, false
+	}
+	return s.levelOff[l] + c, true
+}
+
+func (s *Snapshot) tokenOf(slot int) Token {
+	l := sort.Search(len(s.levelOff), func(i int) bool { return s.levelOff[i] > slot }) - 1
+	return mustToken(l, slot-s.levelOff[l])
+}
+
+// Quantizer returns the quantizer the snapshot's bags were made with.
+func (s *Snapshot) Quantizer() *Quantizer { return s.q }
+
+// Seq returns the number of writes that led to this snapshot.
+func (s *Snapshot) Seq() uint64 { return s.seq }
+
+// Len returns the number of live docs.
+func (s *Snapshot) Len() int { return int(s.live.GetCardinality()) }
+
+// Live returns a copy of the bitmap of live doc ids.
+func (s *Snapshot) Live() *roaring.Bitmap { return s.live.Clone() }
+
+// Contains reports whether doc id is live.
+func (s *Snapshot) Contains(id uint32) bool { return s.live.Contains(id) }
+
+// Embedding returns the stored embedding of a live doc. The slice must not
+// be modified.
+func (s *Snapshot) Embedding(id uint32) ([]float32, bool) {
+	if !s.live.Contains(id) {
+		return nil, false
+	}
+	return s.emb.at(int(id)), true
+}
+
+// Tokens returns the bag (sorted tokens) of a live doc.
+func (s *Snapshot) Tokens(id uint32) ([]Token, bool) {
+	if !s.live.Contains(id) {
+		return nil, false
+	}
+	m := s.meta.get(int(id))
+	out := make([]Token, m[0])
+	for i := range out {
+		out[i] = Token(m[1+i])
+	}
+	return out, true
+}
+
+// Attrs returns the attributes of a live doc, labels included under
+// LabelPrefix keys, values sorted.
+func (s *Snapshot) Attrs(id uint32) (map[string][]string, bool) {
+	if !s.live.Contains(id) {
+		return nil, false
+	}
+	m := s.meta.get(int(id))
+	out := make(map[string][]string)
+	for _, a := range m[1+m[0]:] {
+		n := s.names.get(int(a))
+		out[n.key] = append(out[n.key], n.value)
+	}
+	for _, v := range out {
+		slices.Sort(v)
+	}
+	return out, true
+}
+
+// Postings returns a copy of the posting list of token t (empty for an
+// unknown token).
+func (s *Snapshot) Postings(t Token) *roaring.Bitmap {
+	if b := s.postings(t); b != nil {
+		return b.Clone()
+	}
+	return roaring.New()
+}
+
+func (s *Snapshot) postings(t Token) *roaring.Bitmap {
+	slot, ok := s.slotOf(t)
+	if !ok {
+		return nil
+	}
+	return s.post.get(slot)
+}
+
+// TokenSizes returns the number of live docs per non-empty token.
+func (s *Snapshot) TokenSizes() map[Token]int {
+	out := make(map[Token]int)
+	for slot := range s.levelOff[len(s.levelOff)-1] {
+		if b := s.post.get(slot); b != nil && !b.IsEmpty() {
+			out[s.tokenOf(slot)] = int(b.GetCardinality())
+		}
+	}
+	return out
+}
+
+// AttrValues returns the sorted values of attribute key that some live doc
+// has, with their doc counts.
+func (s *Snapshot) AttrValues(key string) map[string]int {
+	out := make(map[string]int)
+	for id := range s.nAttrs {
+		n := s.names.get(id)
+		if n.key != key {
+			continue
+		}
+		if b := s.attrBits.get(id); b != nil && !b.IsEmpty() {
+			out[n.value] = int(b.GetCardinality())
+		}
+	}
+	return out
+}
+
+// attr returns the bitmap of docs with key=value, nil if none.
+func (s *Snapshot) attr(key, value string) *roaring.Bitmap {
+	id, ok := s.dict.lookup(key, value)
+	if !ok || int(id) >= s.nAttrs {
+		return nil
+	}
+	return s.attrBits.get(int(id))
+}
+
+// txn builds the next snapshot from a base, copying on write.
+type txn struct {
+	s        *Snapshot
+	emb      *pvecTxn[float32]
+	meta     *pvecTxn[[]uint32]
+	post     *pvecTxn[*roaring.Bitmap]
+	names    *pvecTxn[attrName]
+	attrBits *pvecTxn[*roaring.Bitmap]
+	ownPost  map[int]bool // posting bitmaps cloned in this txn
+	ownAttr  map[int]bool
+	// bulk mode (Build): postings collected as sorted id lists.
+	bulkPost map[int][]uint32
+}
+
+func begin(base *Snapshot) *txn {
+	ns := *base
+	ns.live = base.live.Clone()
+	ns.seq++
+	return &txn{
+		s: &ns, emb: edit(&base.emb), meta: edit(&base.meta), post: edit(&base.post),
+		names: edit(&base.names), attrBits: edit(&base.attrBits),
+		ownPost: make(map[int]bool), ownAttr: make(map[int]bool),
+	}
+}
+
+func (tx *txn) postingForWrite(slot int) *roaring.Bitmap {
+	b := tx.post.v.get(slot)
+	if !tx.ownPost[slot] {
+		if b == nil {
+			b = roaring.New()
+		} else {
+			b = b.Clone()
+		}
+		tx.post.set(slot, b)
+		tx.ownPost[slot] = true
+	}
+	return b
+}
+
+func (tx *txn) attrForWrite(id int) *roaring.Bitmap {
+	b := tx.attrBits.v.get(id)
+	if !tx.ownAttr[id] {
+		if b == nil {
+			b = roaring.New()
+		} else {
+			b = b.Clone()
+		}
+		tx.attrBits.set(id, b)
+		tx.ownAttr[id] = true
+	}
+	return b
+}
+
+func (tx *txn) remove(id uint32) {
+	if !tx.s.live.Contains(id) {
+		return
+	}
+	tx.s.live.Remove(id)
+	m := tx.meta.v.get(int(id))
+	for _, t := range m[1 : 1+m[0]] {
+		slot, _ := tx.s.slotOf(Token(t))
+		if tx.bulkPost != nil {
+			// Bulk mode: drop id from the collected list (duplicates only).
+			tx.bulkPost[slot] = slices.DeleteFunc(tx.bulkPost[slot], func(x uint32) bool { return x == id })
+			continue
+		}
+		tx.postingForWrite(slot).Remove(id)
+	}
+	for _, a := range m[1+m[0]:] {
+		tx.attrForWrite(int(a)).Remove(id)
+	}
+	tx.meta.set(int(id), nil)
+}
+
+func (tx *txn) internAttr(key, value string) uint32 {
+	d := tx.s.dict
+	if id, ok := d.lookup(key, value); ok && int(id) < tx.s.nAttrs {
+		return id
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	k := attrKey(key, value)
+	if id, ok := d.ids[k]; ok && int(id) < tx.s.nAttrs {
+		return id
+	}
+	// Ids at or beyond nAttrs may exist in the shared dictionary from a
+	// discarded branch; a fresh id is always safe.
+	id := uint32(tx.s.nAttrs)
+	tx.s.nAttrs++
+	d.ids[k] = id
+	tx.names.set(int(id), attrName{key, value})
+	return id
+}
+
+func (tx *txn) add(d *Doc, toks []Token) {
+	id := d.ID
+	copy(tx.emb.slot(int(id)), d.Embedding)
+	var attrIDs []uint32
+	for _, k := range sortedKeys(d.Attrs) {
+		for _, v := range d.Attrs[k] {
+			attrIDs = append(attrIDs, tx.internAttr(k, v))
+		}
+	}
+	for _, k := range sortedKeys(d.Labels) {
+		attrIDs = append(attrIDs, tx.internAttr(LabelPrefix+k, d.Labels[k]))
+	}
+	slices.Sort(attrIDs)
+	attrIDs = slices.Compact(attrIDs)
+	m := make([]uint32, 0, 1+len(toks)+len(attrIDs))
+	m = append(m, uint32(len(toks)))
+	for _, t := range toks {
+		m = append(m, uint32(t))
+		slot, _ := tx.s.slotOf(t)
+		if tx.bulkPost != nil {
+			tx.bulkPost[slot] = append(tx.bulkPost[slot], id)
+			continue
+		}
+		tx.postingForWrite(slot).Add(id)
+	}
+	m = append(m, attrIDs...)
+	tx.meta.set(int(id), m)
+	for _, a := range attrIDs {
+		tx.attrForWrite(int(a)).Add(id)
+	}
+	tx.s.live.Add(id)
+}
+
+func (tx *txn) commit() *Snapshot {
+	for slot, ids := range tx.bulkPost {
+		if len(ids) == 0 {
+			continue
+		}
+		slices.Sort(ids)
+		b := roaring.BitmapOf(ids...)
+		b.RunOptimize()
+		tx.post.set(slot, b)
+	}
+	for slot := range tx.ownPost {
+		tx.post.v.get(slot).RunOptimize()
+	}
+	for id := range tx.ownAttr {
+		tx.attrBits.v.get(id).RunOptimize()
+	}
+	tx.s.live.RunOptimize()
+	tx.s.emb, tx.s.meta, tx.s.post = *tx.emb.v, *tx.meta.v, *tx.post.v
+	tx.s.names, tx.s.attrBits = *tx.names.v, *tx.attrBits.v
+	return tx.s
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

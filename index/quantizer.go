@@ -1,0 +1,380 @@
+package index
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+)
+
+// ErrBadQuantizer is returned by [NewQuantizer] for invalid options.
+var ErrBadQuantizer = errors.New("bad quantizer options")
+
+// BagOptions shapes a bag: how many tokens a vector takes per level.
+type BagOptions struct {
+	// Margin keeps, at each prototype level, the prototypes whose similarity
+	// is at least best-Margin.
+	Margin float32
+	// MaxPerLevel caps the prototypes kept per level; it also caps the
+	// finest-level tokens that get residual codes.
+	MaxPerLevel int
+	// MaxTokens caps the whole bag. Tokens are kept rank-major (every
+	// level's best first, then every level's second, ...).
+	MaxTokens int
+}
+
+// QuantizerOptions configures a [Quantizer]. Zero fields take defaults.
+type QuantizerOptions struct {
+	// Levels holds the prototypes per level, coarse to fine:
+	// Levels[l][code] is an L2-normalised row of the model's codebook l.
+	// Required; the slices are retained and must not be modified.
+	Levels [][][]float32
+	// Margin, MaxPerLevel and MaxTokens shape document (ad) bags; defaults
+	// 0.05, 3 and 16.
+	Margin      float32
+	MaxPerLevel int
+	MaxTokens   int
+	// Query shapes query (user) bags, which are wider than doc bags;
+	// defaults Margin 0.5, MaxPerLevel 32, MaxTokens 128.
+	Query BagOptions
+	// ResidualLevels is the number of residual-quantization levels fitted
+	// on what the finest prototype leaves unexplained (default 1; set -1 for
+	// none). ResidualCodes is the codebook size per residual level (default
+	// 16).
+	ResidualLevels int
+	ResidualCodes  int
+	// Residual optionally holds already fitted residual codebooks (as
+	// returned by [Quantizer.Residual]); [Quantizer.Fit] is then optional.
+	Residual [][][]float32
+	// Seed, Iterations and Workers drive the k-means of [Quantizer.Fit].
+	Seed       uint64
+	Iterations int
+	Workers    int
+	// FitSample bounds the vectors Fit clusters (default 200000), taken as
+	// an evenly spaced subsample.
+	FitSample int
+}
+
+// Quantizer turns embeddings into Bag-of-Meaning bags. Bag and QueryBag are
+// safe for concurrent use once Fit (if called) has returned; Fit must not
+// run concurrently with them.
+type Quantizer struct {
+	opts   QuantizerOptions
+	dim    int
+	flat   [][]float32 // per level, K*dim row-major prototypes
+	parent [][]int32   // per level > 0, nearest coarser prototype of each code
+	res    [][]float32 // per residual level, ResidualCodes*dim codewords
+}
+
+// NewQuantizer validates opts, applies defaults and precomputes the
+// prototype hierarchy (the parent of a prototype is the nearest prototype of
+// the next coarser level).
+func NewQuantizer(opts QuantizerOptions) (*Quantizer, error) {
+	if opts.Margin == 0 {
+		opts.Margin = 0.05
+	}
+	if opts.MaxPerLevel <= 0 {
+		opts.MaxPerLevel = 3
+	}
+	if opts.MaxTokens <= 0 {
+		opts.MaxTokens = 16
+	}
+	if opts.Query.Margin == 0 {
+		opts.Query.Margin = 0.5
+	}
+	if opts.Query.MaxPerLevel <= 0 {
+		opts.Query.MaxPerLevel = 32
+	}
+	if opts.Query.MaxTokens <= 0 {
+		opts.Query.MaxTokens = 128
+	}
+	if opts.ResidualLevels == 0 {
+		opts.ResidualLevels = 1
+	}
+	if opts.ResidualLevels < 0 {
+		opts.ResidualLevels = 0
+	}
+	if opts.ResidualCodes <= 0 {
+		opts.ResidualCodes = 16
+	}
+	if opts.FitSample <= 0 {
+		opts.FitSample = 200_000
+	}
+	L := len(opts.Levels)
+	if L == 0 || L+opts.ResidualLevels > MaxTokenLevels {
+		return nil, fmt.Errorf("new quantizer: %d levels + %d residual levels, want 1..%d in all: %w",
+			L, opts.ResidualLevels, MaxTokenLevels, ErrBadQuantizer)
+	}
+	q := &Quantizer{opts: opts}
+	for l, protos := range opts.Levels {
+		dim, err := checkVectors(protos, q.dim)
+		if err != nil {
+			return nil, fmt.Errorf("new quantizer: level %d: %w", l, err)
+		}
+		if len(protos) > MaxTokenCode {
+			return nil, fmt.Errorf("new quantizer: level %d has %d prototypes: %w", l, len(protos), ErrBadQuantizer)
+		}
+		q.dim = dim
+		q.flat = append(q.flat, flatten(protos, dim))
+	}
+	codes := len(opts.Levels[L-1])
+	for range opts.ResidualLevels {
+		codes *= opts.ResidualCodes
+		if codes > MaxTokenCode {
+			return nil, fmt.Errorf("new quantizer: residual codes overflow %d token bits: %w", TokenCodeBits, ErrBadQuantizer)
+		}
+	}
+	q.parent = make([][]int32, L)
+	for l := 1; l < L; l++ {
+		q.parent[l] = make([]int32, len(opts.Levels[l]))
+		for c, p := range opts.Levels[l] {
+			q.parent[l][c], _ = q.argmaxDot(l-1, p)
+		}
+	}
+	if opts.Residual != nil {
+		if len(opts.Residual) != opts.ResidualLevels {
+			return nil, fmt.Errorf("new quantizer: %d residual codebooks, want %d: %w", len(opts.Residual), opts.ResidualLevels, ErrBadQuantizer)
+		}
+		for j, cb := range opts.Residual {
+			if len(cb) != opts.ResidualCodes {
+				return nil, fmt.Errorf("new quantizer: residual codebook %d has %d codes, want %d: %w", j, len(cb), opts.ResidualCodes, ErrBadQuantizer)
+			}
+			if _, err := checkVectors(cb, q.dim); err != nil {
+				return nil, fmt.Errorf("new quantizer: residual codebook %d: %w", j, err)
+			}
+			q.res = append(q.res, flatten(cb, q.dim))
+		}
+	}
+	return q, nil
+}
+
+// Dim returns the embedding dimension.
+func (q *Quantizer) Dim() int { return q.dim }
+
+// NumLevels returns the number of prototype levels (residual levels excluded).
+func (q *Quantizer) NumLevels() int { return len(q.flat) }
+
+// Options returns the options with defaults applied.
+func (q *Quantizer) Options() QuantizerOptions { return q.opts }
+
+// LevelSize returns the number of codes at level (prototype or residual).
+func (q *Quantizer) LevelSize(level int) int {
+	L := len(q.flat)
+	if level < L {
+		return len(q.flat[level]) / q.dim
+	}
+	n := len(q.flat[L-1]) / q.dim
+	for range level - L + 1 {
+		n *= q.opts.ResidualCodes
+	}
+	return n
+}
+
+// Fitted reports whether the residual codebooks are available.
+func (q *Quantizer) Fitted() bool { return len(q.res) == q.opts.ResidualLevels }
+
+// Residual returns copies of the fitted residual codebooks, for persistence.
+func (q *Quantizer) Residual() [][][]float32 {
+	out := make([][][]float32, len(q.res))
+	for j, flat := range q.res {
+		for c := 0; c*q.dim < len(flat); c++ {
+			out[j] = append(out[j], slices.Clone(flat[c*q.dim:(c+1)*q.dim]))
+		}
+	}
+	return out
+}
+
+// Parent returns the token of the nearest coarser prototype of a prototype
+// token, or the token a residual token refines. It reports false for
+// level-0 tokens and unknown tokens.
+func (q *Quantizer) Parent(t Token) (Token, bool) {
+	l, c := t.Level(), t.Code()
+	L := len(q.flat)
+	switch {
+	case l == 0 || l >= L+q.opts.ResidualLevels || c >= q.LevelSize(l):
+		return 0, false
+	case l < L:
+		return mustToken(l-1, int(q.parent[l][c])), true
+	default:
+		return mustToken(l-1, c/q.opts.ResidualCodes), true
+	}
+}
+
+// Fit fits the residual codebooks on vectors (k-means++ then Lloyd,
+// deterministic for the seed). vectors is not retained.
+func (q *Quantizer) Fit(ctx context.Context, vectors [][]float32) error {
+	if _, err := checkVectors(vectors, q.dim); err != nil {
+		return fmt.Errorf("fit quantizer: %w", err)
+	}
+	sample := vectors
+	if len(sample) > q.opts.FitSample {
+		sample = make([][]float32, q.opts.FitSample)
+		for i := range sample {
+			sample[i] = vectors[i*len(vectors)/q.opts.FitSample]
+		}
+	}
+	L := len(q.flat)
+	resid := make([][]float32, len(sample))
+	for i, v := range sample {
+		c, _ := q.argmaxDot(L-1, v)
+		resid[i] = subtract(v, q.proto(L-1, int(c)))
+	}
+	q.res = q.res[:0]
+	for j := range q.opts.ResidualLevels {
+		cb, err := KMeans(ctx, resid, KMeansOptions{
+			K: q.opts.ResidualCodes, Iterations: q.opts.Iterations,
+			Seed: q.opts.Seed + uint64(j), Workers: q.opts.Workers,
+		})
+		if err != nil {
+			return fmt.Errorf("fit quantizer: residual level %d: %w", j, err)
+		}
+		flat := flatten(cb, q.dim)
+		for _, r := range resid {
+			c, _ := nearestL2(flat, q.dim, r)
+			sub(r, flat[int(c)*q.dim:(int(c)+1)*q.dim])
+		}
+		q.res = append(q.res, flat)
+	}
+	return nil
+}
+
+// Bag returns the document bag of vec (see [QuantizerOptions]). It returns
+// nil when len(vec) != Dim(). The result is unordered in meaning but
+// deterministic: rank-major, coarse level first within a rank.
+func (q *Quantizer) Bag(vec []float32) []WeightedToken {
+	return q.BagWith(vec, BagOptions{Margin: q.opts.Margin, MaxPerLevel: q.opts.MaxPerLevel, MaxTokens: q.opts.MaxTokens})
+}
+
+// QueryBag returns the wider query bag of vec, per QuantizerOptions.Query.
+func (q *Quantizer) QueryBag(vec []float32) []WeightedToken {
+	return q.BagWith(vec, q.opts.Query)
+}
+
+// BagWith returns the bag of vec shaped by o.
+func (q *Quantizer) BagWith(vec []float32, o BagOptions) []WeightedToken {
+	if len(vec) != q.dim || o.MaxPerLevel <= 0 || o.MaxTokens <= 0 {
+		return nil
+	}
+	L := len(q.flat)
+	perLevel := make([][]WeightedToken, 0, L+len(q.res))
+	var finest []scored
+	for l := range L {
+		top := q.topWithinMargin(l, vec, o.Margin, o.MaxPerLevel)
+		if l == L-1 {
+			finest = top
+		}
+		wt := make([]WeightedToken, len(top))
+		for i, s := range top {
+			wt[i] = WeightedToken{Token: mustToken(l, int(s.code)), Weight: s.sim}
+		}
+		perLevel = append(perLevel, wt)
+	}
+	if len(q.res) > 0 {
+		resTok := make([][]WeightedToken, len(q.res))
+		for _, f := range finest {
+			p := q.proto(L-1, int(f.code))
+			r := subtract(vec, p)
+			recon := slices.Clone(p)
+			code := int(f.code)
+			for j, flat := range q.res {
+				c, _ := nearestL2(flat, q.dim, r)
+				cw := flat[int(c)*q.dim : (int(c)+1)*q.dim]
+				code = code*q.opts.ResidualCodes + int(c)
+				sub(r, cw)
+				for i, x := range cw {
+					recon[i] += x
+				}
+				// The weight is the similarity to the reconstruction
+				// prototype + codewords, comparable across parents.
+				resTok[j] = append(resTok[j], WeightedToken{Token: mustToken(L+j, code), Weight: cosine(vec, recon)})
+			}
+		}
+		perLevel = append(perLevel, resTok...)
+	}
+	out := make([]WeightedToken, 0, o.MaxTokens)
+	for rank := 0; len(out) < o.MaxTokens; rank++ {
+		added := false
+		for _, lv := range perLevel {
+			if rank < len(lv) && len(out) < o.MaxTokens {
+				out = append(out, lv[rank])
+				added = true
+			}
+		}
+		if !added {
+			break
+		}
+	}
+	return out
+}
+
+type scored struct {
+	code int32
+	sim  float32
+}
+
+func (q *Quantizer) proto(level, code int) []float32 {
+	return q.flat[level][code*q.dim : (code+1)*q.dim]
+}
+
+func (q *Quantizer) argmaxDot(level int, v []float32) (int32, float32) {
+	flat := q.flat[level]
+	best, bestS := int32(0), float32(math.Inf(-1))
+	for c := 0; c*q.dim < len(flat); c++ {
+		if s := Dot(flat[c*q.dim:(c+1)*q.dim], v); s > bestS {
+			best, bestS = int32(c), s
+		}
+	}
+	return best, bestS
+}
+
+// topWithinMargin returns up to m prototypes of level whose similarity to v
+// is within margin of the best, best first (ties by code).
+func (q *Quantizer) topWithinMargin(level int, v []float32, margin float32, m int) []scored {
+	flat := q.flat[level]
+	top := make([]scored, 0, m+1)
+	for c := 0; c*q.dim < len(flat); c++ {
+		s := Dot(flat[c*q.dim:(c+1)*q.dim], v)
+		if len(top) == m && s <= top[m-1].sim {
+			continue
+		}
+		i := len(top)
+		top = append(top, scored{})
+		for i > 0 && top[i-1].sim < s {
+			top[i] = top[i-1]
+			i--
+		}
+		top[i] = scored{int32(c), s}
+		if len(top) > m {
+			top = top[:m]
+		}
+	}
+	cut := top[0].sim - margin
+	for i, s := range top {
+		if s.sim < cut {
+			return top[:i]
+		}
+	}
+	return top
+}
+
+func subtract(a, b []float32) []float32 {
+	out := slices.Clone(a)
+	sub(out, b)
+	return out
+}
+
+func sub(a, b []float32) {
+	b = b[:len(a)]
+	for i := range a {
+		a[i] -= b[i]
+	}
+}
+
+func cosine(a, b []float32) float32 {
+	na, nb := Dot(a, a), Dot(b, b)
+	if na == 0 || nb == 0 {
+		return 0
+	}
+	return Dot(a, b) / float32(math.Sqrt(float64(na)*float64(nb)))
+}

@@ -1,0 +1,290 @@
+package index
+
+import (
+	"container/heap"
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/RoaringBitmap/roaring/v2"
+)
+
+// SearchOptions tunes candidate generation. Zero fields take defaults.
+type SearchOptions struct {
+	// CandidateFactor: the token stage widens (coarser levels) until it has
+	// at least CandidateFactor*K candidates (default 8).
+	CandidateFactor int
+	// MinCandidates is a floor on the candidates wanted (default 256).
+	MinCandidates int
+	// ExhaustiveMax: when the filtered set has at most this many docs it is
+	// re-ranked whole, skipping the token stage (default 16384).
+	ExhaustiveMax int
+	// ResidualFirst starts widening at the residual levels instead of the
+	// finest prototype level. Residual postings are sub-clusters; starting
+	// there only pays off when fine clusters are much larger than the
+	// candidates wanted (measured worse at 100k ads, so off by default).
+	ResidualFirst bool
+}
+
+func (o *SearchOptions) applyDefaults() {
+	if o.CandidateFactor <= 0 {
+		o.CandidateFactor = 8
+	}
+	if o.MinCandidates <= 0 {
+		o.MinCandidates = 256
+	}
+	if o.ExhaustiveMax <= 0 {
+		o.ExhaustiveMax = 16384
+	}
+}
+
+// Query is one retrieval request against a [Snapshot].
+type Query struct {
+	// Vector is the query embedding (a user's), used for the exact
+	// re-rank and, when Bag is nil, for the query bag. Required.
+	Vector []float32
+	// Bag overrides the query bag (default Quantizer.QueryBag(Vector)).
+	Bag []WeightedToken
+	// K is the number of hits wanted (default 10).
+	K int
+	// Filter restricts hits to docs matching it; nil matches every doc.
+	Filter *Filter
+	// Exclude drops these doc ids (for example ads already seen).
+	Exclude *roaring.Bitmap
+	// Restrict, when set, keeps only these doc ids (keyword ∩ tokens).
+	Restrict *roaring.Bitmap
+	// Include adds these doc ids to the candidates (keyword ∪ tokens);
+	// they still pass Filter and Exclude.
+	Include *roaring.Bitmap
+	// Exhaustive skips the token stage and re-ranks every doc passing the
+	// filters: exact top-K, the reference for recall.
+	Exhaustive bool
+	// Options overrides the index's SearchOptions where non-zero.
+	Options SearchOptions
+}
+
+// Hit is one retrieved doc.
+type Hit struct {
+	ID    uint32  `json:"id"`
+	Score float32 `json:"score"`
+	// Tokens lists the query tokens whose postings contain the doc (the
+	// explanation); empty for docs reached by widening to the whole
+	// filtered set or by Include.
+	Tokens []Token `json:"tokens,omitempty"`
+}
+
+// Stage names how candidates were generated.
+type Stage string
+
+// Candidate stages, from most to least selective.
+const (
+	StageTokens      Stage = "tokens"       // postings of the query tokens
+	StageFilteredAll Stage = "filtered-all" // the whole filtered set
+)
+
+// Result is the answer to a [Query].
+type Result struct {
+	Hits []Hit `json:"hits"`
+	// Candidates is the number of docs re-ranked.
+	Candidates int `json:"candidates"`
+	// Allowed is the number of live docs passing Filter/Restrict/Exclude.
+	Allowed int `json:"allowed"`
+	// Stage says how candidates were found; Level is the coarsest token
+	// level used by StageTokens.
+	Stage Stage `json:"stage"`
+	Level int   `json:"level"`
+}
+
+// Allowed returns the live docs passing f (nil: all live docs).
+func (s *Snapshot) Allowed(f *Filter) (*roaring.Bitmap, error) {
+	if f == nil {
+		return s.live.Clone(), nil
+	}
+	if err := f.Validate(); err != nil {
+		return nil, err
+	}
+	return f.eval(s), nil
+}
+
+// Search runs q: query bag -> union of postings ∩ filter (widening to
+// coarser levels, finally to the whole filtered set, while there are fewer
+// than the wanted candidates) -> exact dot-product re-rank -> top-K.
+// Safe for concurrent use.
+func (s *Snapshot) Search(ctx context.Context, q Query) (Result, error) {
+	if len(q.Vector) != s.q.dim {
+		return Result{}, fmt.Errorf("search: %w: vector dim %d, want %d", ErrBadQuery, len(q.Vector), s.q.dim)
+	}
+	if q.K <= 0 {
+		q.K = 10
+	}
+	o := s.search
+	if q.Options.CandidateFactor > 0 {
+		o.CandidateFactor = q.Options.CandidateFactor
+	}
+	if q.Options.MinCandidates > 0 {
+		o.MinCandidates = q.Options.MinCandidates
+	}
+	if q.Options.ExhaustiveMax > 0 {
+		o.ExhaustiveMax = q.Options.ExhaustiveMax
+	}
+	o.ResidualFirst = o.ResidualFirst || q.Options.ResidualFirst
+	allowed, err := s.Allowed(q.Filter)
+	if err != nil {
+		return Result{}, fmt.Errorf("search: %w", err)
+	}
+	if q.Restrict != nil {
+		allowed.And(q.Restrict)
+	}
+	if q.Exclude != nil {
+		allowed.AndNot(q.Exclude)
+	}
+	res := Result{Allowed: int(allowed.GetCardinality())}
+	need := max(o.MinCandidates, o.CandidateFactor*q.K)
+	bag := q.Bag
+	if bag == nil && !q.Exhaustive {
+		bag = s.q.QueryBag(q.Vector)
+	}
+	var cand *roaring.Bitmap
+	if q.Exhaustive || res.Allowed <= max(o.ExhaustiveMax, need) {
+		cand, res.Stage = allowed, StageFilteredAll
+	} else {
+		cand, res.Level = s.tokenCandidates(bag, allowed, need, o.ResidualFirst)
+		res.Stage = StageTokens
+		if cand == nil {
+			cand, res.Stage = allowed, StageFilteredAll
+		}
+	}
+	if q.Include != nil {
+		cand = roaring.Or(cand, roaring.And(q.Include, allowed))
+	}
+	res.Candidates = int(cand.GetCardinality())
+	hits, err := s.rerank(ctx, q.Vector, cand, q.K)
+	if err != nil {
+		return Result{}, fmt.Errorf("search: %w", err)
+	}
+	// Explanations: a hit's own bag (<= MaxTokens) ∩ the query bag.
+	inBag := make(map[Token]bool, len(bag))
+	for _, wt := range bag {
+		inBag[wt.Token] = true
+	}
+	for i := range hits {
+		m := s.meta.get(int(hits[i].ID))
+		for _, t := range m[1 : 1+m[0]] {
+			if inBag[Token(t)] {
+				hits[i].Tokens = append(hits[i].Tokens, Token(t))
+			}
+		}
+	}
+	res.Hits = hits
+	return res, nil
+}
+
+// tokenCandidates unions the postings of the bag's tokens, finest level
+// first and within a level by decreasing weight, until the union ∩ allowed
+// reaches need (widening: more tokens, then coarser levels). It returns nil
+// when the whole bag is not enough.
+func (s *Snapshot) tokenCandidates(bag []WeightedToken, allowed *roaring.Bitmap, need int, residualFirst bool) (*roaring.Bitmap, int) {
+	nLevels := len(s.levelOff) - 1
+	if !residualFirst {
+		nLevels = s.q.NumLevels()
+	}
+	byLevel := make([][]WeightedToken, nLevels)
+	for _, wt := range bag {
+		if l := wt.Token.Level(); l < nLevels {
+			byLevel[l] = append(byLevel[l], wt)
+		}
+	}
+	acc := roaring.New()
+	check := need // next union size at which to intersect
+	for l := nLevels - 1; l >= 0; l-- {
+		toks := byLevel[l]
+		slices.SortStableFunc(toks, func(a, b WeightedToken) int {
+			switch {
+			case a.Weight > b.Weight:
+				return -1
+			case a.Weight < b.Weight:
+				return 1
+			}
+			return 0
+		})
+		for _, wt := range toks {
+			b := s.postings(wt.Token)
+			if b == nil {
+				continue
+			}
+			acc.Or(b)
+			n := int(acc.GetCardinality())
+			if n < check {
+				continue
+			}
+			cand := roaring.And(acc, allowed)
+			got := int(cand.GetCardinality())
+			if got >= need {
+				return cand, l
+			}
+			// Extrapolate the union size that would pass the filter.
+			check = n + 1
+			if got > 0 {
+				check = max(check, n*need/got*9/10)
+			}
+		}
+	}
+	return nil, 0
+}
+
+type hitHeap []Hit
+
+func (h hitHeap) Len() int { return len(h) }
+func (h hitHeap) Less(i, j int) bool {
+	if h[i].Score != h[j].Score {
+		return h[i].Score < h[j].Score
+	}
+	return h[i].ID > h[j].ID
+}
+func (h hitHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *hitHeap) Push(x any)   { *h = append(*h, x.(Hit)) }
+func (h *hitHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// rerank scores every candidate by dot product and keeps the top k, best
+// first (ties by smaller id).
+func (s *Snapshot) rerank(ctx context.Context, vec []float32, cand *roaring.Bitmap, k int) ([]Hit, error) {
+	h := make(hitHeap, 0, k+1)
+	it := cand.Iterator()
+	n := 0
+	for it.HasNext() {
+		id := it.Next()
+		n++
+		if n%65536 == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
+		e := s.emb.at(int(id))
+		if e == nil {
+			continue
+		}
+		sc := Dot(vec, e)
+		if len(h) < k {
+			heap.Push(&h, Hit{ID: id, Score: sc})
+		} else if sc > h[0].Score || (sc == h[0].Score && id < h[0].ID) {
+			h[0] = Hit{ID: id, Score: sc}
+			heap.Fix(&h, 0)
+		}
+	}
+	out := slices.Clone([]Hit(h))
+	slices.SortFunc(out, func(a, b Hit) int {
+		switch {
+		case a.Score > b.Score:
+			return -1
+		case a.Score < b.Score:
+			return 1
+		}
+		return int(a.ID) - int(b.ID)
+	})
+	return out, nil
+}

@@ -1,0 +1,136 @@
+package index
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/blevesearch/bleve/v2"
+	"github.com/blevesearch/bleve/v2/analysis/lang/en"
+	"github.com/blevesearch/bleve/v2/search/query"
+)
+
+// ErrBadTextQuery is returned for a keyword query bleve cannot parse.
+var ErrBadTextQuery = errors.New("bad text query")
+
+// TextDoc is the text of one doc for the keyword index.
+type TextDoc struct {
+	Title       string `json:"title"`
+	Description string `json:"description"`
+	Category    string `json:"category"`
+	Brand       string `json:"brand"`
+}
+
+// TextIndex is a bleve full-text index of doc text ("en" analyzer) for
+// keyword and hybrid queries. Safe for concurrent use (bleve's guarantee).
+type TextIndex struct {
+	idx bleve.Index
+}
+
+// NewTextIndex opens or creates a text index under dir; an empty dir gives
+// an in-memory index.
+func NewTextIndex(dir string) (*TextIndex, error) {
+	m := bleve.NewIndexMapping()
+	m.DefaultAnalyzer = en.AnalyzerName
+	var (
+		idx bleve.Index
+		err error
+	)
+	switch {
+	case dir == "":
+		idx, err = bleve.NewMemOnly(m)
+	default:
+		idx, err = bleve.Open(dir)
+		if errors.Is(err, bleve.ErrorIndexPathDoesNotExist) {
+			idx, err = bleve.New(dir, m)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open text index: %w", err)
+	}
+	return &TextIndex{idx: idx}, nil
+}
+
+// Index adds or replaces the text of docs, in one batch.
+func (t *TextIndex) Index(ctx context.Context, docs map[uint32]TextDoc) error {
+	b := t.idx.NewBatch()
+	for id, d := range docs {
+		if err := b.Index(strconv.FormatUint(uint64(id), 10), d); err != nil {
+			return fmt.Errorf("index text of doc %d: %w", id, err)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("index text: %w", err)
+	}
+	if err := t.idx.Batch(b); err != nil {
+		return fmt.Errorf("index text: %w", err)
+	}
+	return nil
+}
+
+// Delete removes docs from the text index.
+func (t *TextIndex) Delete(ctx context.Context, ids ...uint32) error {
+	b := t.idx.NewBatch()
+	for _, id := range ids {
+		b.Delete(strconv.FormatUint(uint64(id), 10))
+	}
+	if err := t.idx.Batch(b); err != nil {
+		return fmt.Errorf("delete text: %w", err)
+	}
+	return nil
+}
+
+// Search returns the ids of up to limit docs matching the keyword query
+// (bleve query-string syntax: words, "phrases", +must, -not, field:value).
+func (t *TextIndex) Search(ctx context.Context, q string, limit int) (*roaring.Bitmap, error) {
+	qs := query.NewQueryStringQuery(q)
+	if _, err := qs.Parse(); err != nil {
+		return nil, fmt.Errorf("search text %q: %w: %v", q, ErrBadTextQuery, err)
+	}
+	req := bleve.NewSearchRequestOptions(qs, limit, 0, false)
+	res, err := t.idx.SearchInContext(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("search text %q: %w", q, err)
+	}
+	out := roaring.New()
+	for _, h := range res.Hits {
+		id, err := strconv.ParseUint(h.ID, 10, 32)
+		if err != nil {
+			return nil, fmt.Errorf("search text: bad doc id %q: %w", h.ID, err)
+		}
+		out.Add(uint32(id))
+	}
+	return out, nil
+}
+
+// Close closes the index.
+func (t *TextIndex) Close() error { return t.idx.Close() }
+
+// HybridMode combines keyword hits with token retrieval.
+type HybridMode int
+
+// Hybrid modes.
+const (
+	// HybridAnd keeps only keyword hits (keyword ∩ tokens): set Query.Restrict.
+	HybridAnd HybridMode = iota + 1
+	// HybridOr adds keyword hits to the token candidates (keyword ∪ tokens):
+	// set Query.Include.
+	HybridOr
+)
+
+// Hybrid returns q with the keyword hits applied per mode.
+func Hybrid(q Query, keyword *roaring.Bitmap, mode HybridMode) Query {
+	switch mode {
+	case HybridAnd:
+		if q.Restrict != nil {
+			q.Restrict = Intersect(q.Restrict, keyword)
+		} else {
+			q.Restrict = keyword
+		}
+	case HybridOr:
+		q.Include = Union(q.Include, keyword)
+	}
+	return q
+}

@@ -1,0 +1,77 @@
+package model
+
+import (
+	gocontext "context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/hir-ads/hir/graph"
+)
+
+// BenchmarkTrainLoader reports training anchors/s with the pipelined loader
+// and with the synchronous loop, and their ratio, on the default model.
+func BenchmarkTrainLoader(b *testing.B) {
+	w := newSynthWorld(b, 300, 300, 6, 20, 5)
+	rate := func(sync bool) float64 {
+		var cfg TrainConfig
+		cfg.Steps = 20
+		cfg.EvalEvery = 1000
+		cfg.Synchronous = sync
+		start := time.Now()
+		if _, err := Train(gocontext.Background(), w.store, cfg, b.TempDir(), nil); err != nil {
+			b.Fatal(err)
+		}
+		return float64(3*32*cfg.Steps) / time.Since(start).Seconds()
+	}
+	b.ReportAllocs()
+	var pipe, syn float64
+	for b.Loop() {
+		pipe = rate(false)
+		syn = rate(true)
+	}
+	b.ReportMetric(pipe, "anchors/s_pipelined")
+	b.ReportMetric(syn, "anchors/s_sync")
+	b.ReportMetric(pipe/syn, "speedup")
+}
+
+// BenchmarkEmbed reports inference embeddings/s at batch 1 and 256 and the
+// checkpoint size.
+func BenchmarkEmbed(b *testing.B) {
+	w := newSynthWorld(b, 300, 300, 6, 20, 5)
+	dir := b.TempDir()
+	var cfg TrainConfig
+	cfg.Steps = 1
+	ck, err := Train(gocontext.Background(), w.store, cfg, dir, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	size := int64(0)
+	for _, f := range []string{FileWeights, FileConfig, FilePrototypes, FileMetrics} {
+		if st, err := os.Stat(filepath.Join(ck.Dir, f)); err == nil {
+			size += st.Size()
+		}
+	}
+	m, err := Load(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, n := range []int{1, 256} {
+		b.Run(fmt.Sprintf("batch=%d", n), func(b *testing.B) {
+			ids := make([]graph.NodeID, n)
+			for i := range ids {
+				ids[i] = w.ads[i%len(w.ads)]
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := m.Embed(gocontext.Background(), w.store, ids, w.store.MaxTS()); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "embeddings/s")
+			b.ReportMetric(float64(size), "checkpoint_bytes")
+		})
+	}
+}

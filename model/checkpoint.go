@@ -1,0 +1,196 @@
+package model
+
+import (
+	"encoding/gob"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/gomlx/pkg/ml/context"
+)
+
+// Checkpoint file names inside DIR/models/vN/.
+const (
+	FileConfig     = "config.json"     // CheckpointConfig
+	FileWeights    = "weights.gob"     // model variables (encoder, prototypes, engagement head)
+	FileOptimizer  = "optimizer.gob"   // optimizer state, for --resume only
+	FilePrototypes = "prototypes.json" // normalised prototypes per level, for non-GoMLX readers
+	FileMetrics    = "metrics.json"    // TrainMetrics
+	modelsDir      = "models"
+	weightsMagic   = "hir-weights-v1"
+)
+
+// CheckpointConfig is the self-description stored in config.json.
+type CheckpointConfig struct {
+	Version string      `json:"version"`
+	Model   Config      `json:"model"`
+	Train   TrainConfig `json:"train"`
+}
+
+// Checkpoint describes a saved model version.
+type Checkpoint struct {
+	Version string       // "vN"
+	Dir     string       // DIR/models/vN
+	Metrics TrainMetrics // as in metrics.json
+}
+
+// isModelScope reports whether a variable belongs to the model (not the optimizer).
+func isModelScope(scope string) bool {
+	for _, s := range []string{scopeEncoder, scopePrototypes, scopeEngage} {
+		if strings.HasPrefix(scope, context.ScopeSeparator+s) {
+			return true
+		}
+	}
+	return false
+}
+
+// saveVariables writes the variables selected by keep to path with gob.
+func saveVariables(ctx *context.Context, path string, keep func(scope string) bool) error {
+	type entry struct {
+		scope, name string
+		t           *tensors.Tensor
+	}
+	var vars []entry
+	for v := range ctx.IterVariables() {
+		if !keep(v.Scope()) {
+			continue
+		}
+		t, err := v.Value()
+		if err != nil {
+			return fmt.Errorf("read variable %s: %w", v.ScopeAndName(), err)
+		}
+		vars = append(vars, entry{v.Scope(), v.Name(), t})
+	}
+	sort.Slice(vars, func(i, j int) bool {
+		return vars[i].scope+"/"+vars[i].name < vars[j].scope+"/"+vars[j].name
+	})
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	enc := gob.NewEncoder(f)
+	err = enc.Encode(weightsMagic)
+	if err == nil {
+		err = enc.Encode(len(vars))
+	}
+	for _, v := range vars {
+		if err != nil {
+			break
+		}
+		if err = enc.Encode(v.scope); err == nil {
+			if err = enc.Encode(v.name); err == nil {
+				err = v.t.GobSerialize(enc)
+			}
+		}
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+// loadVariables reads a file written by saveVariables into ctx.
+func loadVariables(ctx *context.Context, path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("open weights: %w", err)
+	}
+	defer f.Close()
+	dec := gob.NewDecoder(f)
+	var magic string
+	var n int
+	if err := dec.Decode(&magic); err != nil || magic != weightsMagic {
+		return fmt.Errorf("read %s: %w: bad header", path, ErrCorrupt)
+	}
+	if err := dec.Decode(&n); err != nil || n < 0 || n > 1<<20 {
+		return fmt.Errorf("read %s: %w: bad count", path, ErrCorrupt)
+	}
+	for i := range n {
+		var scope, name string
+		if err := dec.Decode(&scope); err != nil {
+			return fmt.Errorf("read %s variable %d: %w: %v", path, i, ErrCorrupt, err)
+		}
+		if err := dec.Decode(&name); err != nil {
+			return fmt.Errorf("read %s variable %d: %w: %v", path, i, ErrCorrupt, err)
+		}
+		t, err := tensors.GobDeserialize(dec)
+		if err != nil {
+			return fmt.Errorf("read %s variable %s/%s: %w: %v", path, scope, name, ErrCorrupt, err)
+		}
+		if v := ctx.GetVariableByScopeAndName(scope, name); v != nil {
+			if err := v.SetValue(t); err != nil {
+				return fmt.Errorf("set variable %s/%s: %w", scope, name, err)
+			}
+			continue
+		}
+		ctx.InAbsPath(scope).VariableWithValue(name, t)
+	}
+	return nil
+}
+
+// listVersions returns the version numbers under dir/models, ascending.
+func listVersions(dataDir string) ([]int, error) {
+	ents, err := os.ReadDir(filepath.Join(dataDir, modelsDir))
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list model versions: %w", err)
+	}
+	var out []int
+	for _, e := range ents {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), "v") {
+			continue
+		}
+		if n, err := strconv.Atoi(e.Name()[1:]); err == nil && n > 0 {
+			if _, err := os.Stat(filepath.Join(dataDir, modelsDir, e.Name(), FileConfig)); err == nil {
+				out = append(out, n)
+			}
+		}
+	}
+	sort.Ints(out)
+	return out, nil
+}
+
+// LatestVersionDir returns DIR/models/vN for the highest complete N, or
+// ErrNoCheckpoint.
+func LatestVersionDir(dataDir string) (string, error) {
+	vs, err := listVersions(dataDir)
+	if err != nil {
+		return "", err
+	}
+	if len(vs) == 0 {
+		return "", fmt.Errorf("find model in %s: %w", dataDir, ErrNoCheckpoint)
+	}
+	return filepath.Join(dataDir, modelsDir, "v"+strconv.Itoa(vs[len(vs)-1])), nil
+}
+
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", filepath.Base(path), err)
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", filepath.Base(path), err)
+	}
+	return nil
+}
+
+func readJSON(path string, v any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", filepath.Base(path), err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("decode %s: %w: %v", filepath.Base(path), ErrCorrupt, err)
+	}
+	return nil
+}

@@ -1,0 +1,122 @@
+package model
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Errors returned by this package.
+var (
+	// ErrBadConfig reports an invalid Config or TrainConfig.
+	ErrBadConfig = errors.New("bad model config")
+	// ErrNoCheckpoint reports that a directory holds no model version.
+	ErrNoCheckpoint = errors.New("no checkpoint")
+	// ErrCorrupt reports a checkpoint file that cannot be decoded.
+	ErrCorrupt = errors.New("corrupt checkpoint")
+	// ErrNoData reports a training window without usable events.
+	ErrNoData = errors.New("no training data")
+	// ErrBadLevel reports a prototype level out of range.
+	ErrBadLevel = errors.New("prototype level out of range")
+)
+
+// Config holds the encoder and head hyperparameters. It is stored in every
+// checkpoint, so a loaded model rebuilds exactly the graph it was trained with.
+// Zero fields take the defaults of DefaultConfig (see WithDefaults).
+type Config struct {
+	Dim       int `json:"dim"`          // transformer width
+	Heads     int `json:"heads"`        // attention heads (Dim % Heads == 0)
+	Layers    int `json:"layers"`       // transformer depth
+	FFNDim    int `json:"ffn_dim"`      // feed-forward hidden width
+	EmbedDim  int `json:"embed_dim"`    // output embedding dimension
+	HashK     int `json:"hash_k"`       // deep hash embedding: number of id hashes
+	HashDim   int `json:"hash_dim"`     // deep hash embedding: hidden width of the shared MLP
+	TextBkts  int `json:"text_buckets"` // hashed word / bigram buckets
+	TextLen   int `json:"text_len"`     // max text features per token
+	AttrBkts  int `json:"attr_buckets"` // hashed key=value buckets
+	AttrLen   int `json:"attr_len"`     // max attributes per token
+	VectorDim int `json:"vector_dim"`   // client vectors are truncated / zero-padded to this
+
+	// Prototypes are the number of interest primitives per level, coarse to fine.
+	Prototypes []int `json:"prototypes"`
+	// StudentTemp and TeacherTemp scale prototype scores (cosines) before the
+	// student softmax and the teacher Sinkhorn-Knopp respectively.
+	StudentTemp float64 `json:"student_temp"`
+	TeacherTemp float64 `json:"teacher_temp"`
+	// SinkhornIters is the number of Sinkhorn-Knopp normalisation rounds.
+	SinkhornIters int `json:"sinkhorn_iters"`
+}
+
+// DefaultConfig returns the defaults, sized for a 2-core CPU: width 64, 2 layers,
+// 4 heads, embeddings of 64 and prototype levels 16/64/256.
+func DefaultConfig() Config {
+	return Config{
+		Dim: 64, Heads: 4, Layers: 2, FFNDim: 128, EmbedDim: 64,
+		HashK: 16, HashDim: 64,
+		TextBkts: 1 << 14, TextLen: 24, AttrBkts: 1 << 10, AttrLen: 8, VectorDim: 32,
+		Prototypes:    []int{16, 64, 256},
+		StudentTemp:   0.1,
+		TeacherTemp:   0.05,
+		SinkhornIters: 3,
+	}
+}
+
+// WithDefaults returns c with zero fields replaced by DefaultConfig's.
+func (c Config) WithDefaults() Config {
+	d := DefaultConfig()
+	setInt := func(p *int, v int) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	setInt(&c.Dim, d.Dim)
+	setInt(&c.Heads, d.Heads)
+	setInt(&c.Layers, d.Layers)
+	setInt(&c.FFNDim, d.FFNDim)
+	setInt(&c.EmbedDim, d.EmbedDim)
+	setInt(&c.HashK, d.HashK)
+	setInt(&c.HashDim, d.HashDim)
+	setInt(&c.TextBkts, d.TextBkts)
+	setInt(&c.TextLen, d.TextLen)
+	setInt(&c.AttrBkts, d.AttrBkts)
+	setInt(&c.AttrLen, d.AttrLen)
+	setInt(&c.VectorDim, d.VectorDim)
+	setInt(&c.SinkhornIters, d.SinkhornIters)
+	if len(c.Prototypes) == 0 {
+		c.Prototypes = d.Prototypes
+	}
+	if c.StudentTemp == 0 {
+		c.StudentTemp = d.StudentTemp
+	}
+	if c.TeacherTemp == 0 {
+		c.TeacherTemp = d.TeacherTemp
+	}
+	return c
+}
+
+// Validate reports whether c is usable.
+func (c Config) Validate() error {
+	pos := map[string]int{"dim": c.Dim, "heads": c.Heads, "layers": c.Layers, "ffn_dim": c.FFNDim,
+		"embed_dim": c.EmbedDim, "hash_k": c.HashK, "hash_dim": c.HashDim, "text_buckets": c.TextBkts,
+		"text_len": c.TextLen, "attr_buckets": c.AttrBkts, "attr_len": c.AttrLen, "vector_dim": c.VectorDim,
+		"sinkhorn_iters": c.SinkhornIters}
+	for k, v := range pos {
+		if v <= 0 {
+			return fmt.Errorf("%w: %s = %d, want > 0", ErrBadConfig, k, v)
+		}
+	}
+	if c.Dim%c.Heads != 0 {
+		return fmt.Errorf("%w: dim %d is not a multiple of heads %d", ErrBadConfig, c.Dim, c.Heads)
+	}
+	if len(c.Prototypes) == 0 {
+		return fmt.Errorf("%w: no prototype levels", ErrBadConfig)
+	}
+	for i, k := range c.Prototypes {
+		if k < 2 {
+			return fmt.Errorf("%w: prototypes[%d] = %d, want >= 2", ErrBadConfig, i, k)
+		}
+	}
+	if c.StudentTemp <= 0 || c.TeacherTemp <= 0 {
+		return fmt.Errorf("%w: temperatures must be > 0", ErrBadConfig)
+	}
+	return nil
+}

@@ -1,0 +1,145 @@
+package model
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX graph code reads best with the dot import
+	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/gomlx/gomlx/pkg/ml/layers"
+	"github.com/gomlx/gomlx/pkg/ml/layers/activations"
+
+	"github.com/hir-ads/hir/graph"
+)
+
+// Variable scopes.
+const (
+	scopeEncoder    = "encoder"
+	scopePrototypes = "prototypes"
+	scopeEngage     = "engagement"
+)
+
+// encoderInputs names the batch tensors inside a graph (see batch.tensors).
+type encoderInputs struct {
+	nodeType, hash, text, textMask, attr, attrMask, vec *Node
+	hop, edgeType, timeBucket, weight, walk, mask       *Node
+	spd, typePair                                       *Node
+}
+
+func splitInputs(in []*Node) encoderInputs {
+	if len(in) != numBatchInputs {
+		panic(fmt.Sprintf("model: encoder wants %d inputs, got %d", numBatchInputs, len(in)))
+	}
+	return encoderInputs{in[0], in[1], in[2], in[3], in[4], in[5], in[6], in[7], in[8], in[9], in[10], in[11], in[12], in[13], in[14]}
+}
+
+// gatherRows gathers rows of table [V, D] for integer indices of any shape,
+// flattening the indices first (SimpleGo's Gather takes one index axis).
+func gatherRows(table, idx *Node) *Node {
+	dims := idx.Shape().Dimensions
+	n := idx.Shape().Size()
+	flat := Reshape(idx, n, 1)
+	out := Gather(table, flat) // [n, D]
+	return Reshape(out, append(append([]int{}, dims...), table.Shape().Dimensions[1])...)
+}
+
+// dense is a linear layer on the last axis.
+func dense(ctx *context.Context, name string, x *Node, useBias bool, out int) *Node {
+	return layers.Dense(ctx.In(name), x, useBias, out)
+}
+
+// layerNorm normalises the last axis, with learned gain and offset.
+func layerNorm(ctx *context.Context, name string, x *Node) *Node {
+	return layers.LayerNormalization(ctx.In(name), x, -1).Done()
+}
+
+// encode builds the hierarchical encoder and returns the L2-normalised anchor
+// embeddings [B, EmbedDim]. ctx should be unchecked (variables shared between
+// the teacher and student calls).
+func encode(ctx *context.Context, c Config, inputs []*Node) *Node {
+	in := splitInputs(inputs)
+	g := in.nodeType.Graph()
+	ctx = ctx.In(scopeEncoder)
+	B, N := in.nodeType.Shape().Dimensions[0], in.nodeType.Shape().Dimensions[1]
+	D := c.Dim
+	tbl := func(name string, rows, cols int) *Node {
+		return ctx.In(name).VariableWithShape("table", shapes.Make(dtypes.Float32, rows, cols)).ValueGraph(g)
+	}
+	maskF := ConvertDType(in.mask, dtypes.Float32) // [B,N]
+
+	// Node encoder.
+	x := gatherRows(tbl("type", graph.NumNodeTypes, D), in.nodeType)
+	// Deep hash embedding: k hashes in [-1,1] -> shared MLP. No per-id table.
+	h := activations.Gelu(dense(ctx, "hash_1", in.hash, true, c.HashDim))
+	x = Add(x, dense(ctx, "hash_2", h, true, D))
+	// Text EmbeddingBag: masked mean of hashed word / bigram bucket embeddings.
+	x = Add(x, bagMean(gatherRows(tbl("text", c.TextBkts, D), in.text), in.textMask))
+	// Per-type attributes: hashed key=value buckets, masked mean.
+	x = Add(x, bagMean(gatherRows(tbl("attr", c.AttrBkts, D), in.attr), in.attrMask))
+	// Client content vector: linear projection (zero when absent).
+	x = Add(x, dense(ctx, "vector", in.vec, false, D))
+
+	// Position encoder: hop distance + random-walk frequency.
+	x = Add(x, gatherRows(tbl("hop", maxHop+1, D), in.hop))
+	x = Add(x, dense(ctx, "walk", InsertAxes(in.walk, -1), false, D))
+	// Edge encoder: reaching edge type, decayed weight, time bucket.
+	x = Add(x, gatherRows(tbl("edge_type", graph.NumEdgeTypes, D), in.edgeType))
+	x = Add(x, gatherRows(tbl("time_bucket", graph.NumTimeBuckets, D), in.timeBucket))
+	x = Add(x, dense(ctx, "edge_weight", InsertAxes(in.weight, -1), false, D))
+	x = Mul(x, InsertAxes(maskF, -1)) // padding tokens carry zeros
+
+	// Structural attention biases, gathered from small tables: [B,H,N,N].
+	H := c.Heads
+	bias := Add(
+		gatherRows(tbl("bias_spd", graph.NumSPD, H), in.spd),
+		gatherRows(tbl("bias_type", graph.NumNodeTypes*graph.NumNodeTypes, H), in.typePair))
+	bias = TransposeAllAxes(bias, 0, 3, 1, 2)
+	keyMask := BroadcastToDims(Reshape(in.mask, B, 1, 1, N), B, H, N, N)
+
+	for l := range c.Layers {
+		lc := ctx.In(fmt.Sprintf("layer_%d", l))
+		x = Add(x, attention(lc, c, layerNorm(lc, "ln_attn", x), bias, keyMask))
+		f := layerNorm(lc, "ln_ffn", x)
+		f = activations.Gelu(dense(lc, "ffn_1", f, true, c.FFNDim))
+		x = Add(x, dense(lc, "ffn_2", f, true, D))
+	}
+	x = layerNorm(ctx, "ln_out", x)
+
+	// Anchor token (index 0) via a one-hot contraction (Slice has no gradient on SimpleGo).
+	anchorSel := OneHot(Const(g, []int32{0}), N, dtypes.Float32) // [1,N]
+	anchor := Einsum("bnd,n->bd", x, Reshape(anchorSel, N))
+	e := dense(ctx, "project", anchor, true, c.EmbedDim)
+	return L2Normalize(e, -1)
+}
+
+// bagMean is the masked mean over the bag axis: emb [B,N,T,D], mask [B,N,T].
+func bagMean(emb, mask *Node) *Node {
+	s := Einsum("bntd,bnt->bnd", emb, mask)
+	cnt := Max(ReduceSum(mask, -1), OnesLike(ReduceSum(mask, -1)))
+	return Div(s, InsertAxes(cnt, -1))
+}
+
+// attention is multi-head self-attention whose logits add the structural
+// bias [B,H,N,N]; keys that are padding get zero weight.
+func attention(ctx *context.Context, c Config, x, bias, keyMask *Node) *Node {
+	B, N, D := x.Shape().Dimensions[0], x.Shape().Dimensions[1], x.Shape().Dimensions[2]
+	H := c.Heads
+	dh := D / H
+	q := Reshape(dense(ctx, "q", x, true, D), B, N, H, dh)
+	k := Reshape(dense(ctx, "k", x, true, D), B, N, H, dh)
+	v := Reshape(dense(ctx, "v", x, true, D), B, N, H, dh)
+	logits := MulScalar(Einsum("bqhd,bkhd->bhqk", q, k), 1/math.Sqrt(float64(dh)))
+	logits = Add(logits, bias)
+	attn := MaskedSoftmax(logits, keyMask, -1)
+	out := Reshape(Einsum("bhqk,bkhd->bqhd", attn, v), B, N, D)
+	return dense(ctx, "out", out, true, D)
+}
+
+// newModelContext returns a context configured with the seed and initialiser.
+func newModelContext(seed int64) *context.Context {
+	ctx := context.New()
+	ctx.SetParam(context.ParamInitialSeed, seed)
+	return ctx.Checked(false)
+}

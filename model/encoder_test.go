@@ -1,0 +1,252 @@
+package model
+
+import (
+	gocontext "context"
+	"math"
+	"os"
+	"testing"
+
+	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX graph code
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/gomlx/pkg/ml/context"
+
+	"github.com/hir-ads/hir/graph"
+)
+
+// encodeBatch runs the encoder of a fresh context (seed 1) on a batch.
+func encodeBatch(t *testing.T, ctx *context.Context, c Config, bt *batch) []float32 {
+	t.Helper()
+	be, err := Backend()
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec, err := context.NewExec(be, ctx, func(ctx *context.Context, in []*Node) *Node { return encode(ctx, c, in) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Exec(anySlice(bt.tensors(c))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tensors.MustCopyFlatData[float32](out[0])
+}
+
+func sampleBatch(t *testing.T, w *synthWorld, c TrainConfig, n int) *batch {
+	t.Helper()
+	sm := graph.NewSampler(w.store, c.Sampler)
+	f, err := newFeaturizer(c.Model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sgs []*graph.Subgraph
+	for i := range n {
+		sgs = append(sgs, sm.Sample(w.ads[i%len(w.ads)], w.store.MaxTS(), graph.ViewTeacher, uint64(i)))
+	}
+	bt, err := f.featurize(w.store, sgs, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bt
+}
+
+func TestParameterCountIndependentOfEntities(t *testing.T) {
+	c := tinyConfig().WithDefaults()
+	var counts []int
+	for _, ads := range []int{8, 800} {
+		w := newSynthWorld(t, 8, ads, 2, 4, 1)
+		ctx := newModelContext(1)
+		encodeBatch(t, ctx, c.Model, sampleBatch(t, w, c, 4))
+		counts = append(counts, ctx.NumParameters())
+	}
+	if counts[0] != counts[1] || counts[0] == 0 {
+		t.Errorf("parameters with 8 ads = %d, with 800 ads = %d; want equal and > 0", counts[0], counts[1])
+	}
+}
+
+func TestAttentionBiasAndPadding(t *testing.T) {
+	c := tinyConfig().WithDefaults().Model
+	w := newSynthWorld(t, 4, 8, 2, 6, 1)
+	// A hand-made subgraph: anchor user, two ads, one campaign; two padding tokens.
+	u, a0, a1 := w.users[0], w.ads[0], w.ads[1]
+	camp, _ := w.store.Lookup(graph.Ref{Type: graph.NodeCampaign, ID: "c0-0"})
+	const n = 6
+	sg := &graph.Subgraph{Anchor: u, N: n, Len: 4,
+		Nodes:      []graph.NodeID{u, a0, a1, camp, {}, {}},
+		Mask:       []bool{true, true, true, true, false, false},
+		Hop:        []uint8{0, 1, 1, 2, 0, 0},
+		EdgeType:   []graph.EdgeType{0, graph.EdgeClick, graph.EdgeClick, graph.EdgeInCampaign, 0, 0},
+		TimeBucket: []uint8{0, 3, 4, 5, 0, 0},
+		EdgeWeight: []float32{0, 1, 1, 1, 0, 0},
+		WalkFreq:   []float32{1, 0.5, 0.3, 0.2, 0, 0},
+		SPD:        make([]uint8, n*n),
+	}
+	for i := range n {
+		for j := range n {
+			switch {
+			case i >= 4 || j >= 4:
+				sg.SPD[i*n+j] = graph.SPDPad
+			case i == j:
+				sg.SPD[i*n+j] = 0
+			default:
+				sg.SPD[i*n+j] = 1
+			}
+		}
+	}
+	f, err := newFeaturizer(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := f.featurize(w.store, []*graph.Subgraph{sg}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := newModelContext(1)
+	want := encodeBatch(t, ctx, c, base)
+	maxDiff := func(a, b []float32) float64 {
+		d := 0.0
+		for i := range a {
+			d = math.Max(d, math.Abs(float64(a[i]-b[i])))
+		}
+		return d
+	}
+	tests := []struct {
+		name    string
+		edit    func(bt *batch)
+		changes bool
+	}{
+		{"spd bias", func(bt *batch) { bt.spd[0*n+3], bt.spd[3*n+0] = 4, 4 }, true},
+		{"type pair bias", func(bt *batch) { bt.typePair[0*n+2] = int32(graph.NodeBrand) * int32(graph.NumNodeTypes) }, true},
+		{"padding content", func(bt *batch) {
+			for tok := 4; tok < n; tok++ {
+				bt.nodeType[tok] = int32(graph.NodeAd)
+				bt.hop[tok], bt.edgeType[tok], bt.walk[tok], bt.weight[tok] = 1, int32(graph.EdgeClick), 0.9, 3
+				for k := range c.HashK {
+					bt.hash[tok*c.HashK+k] = 0.7
+				}
+				for k := range c.TextLen {
+					bt.text[tok*c.TextLen+k], bt.textMask[tok*c.TextLen+k] = int32(k+1), 1
+				}
+				for j := range n {
+					bt.spd[tok*n+j], bt.spd[j*n+tok] = 1, 1
+				}
+			}
+		}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			bt, _ := f.featurize(w.store, []*graph.Subgraph{sg}, 0)
+			tc.edit(bt)
+			got := encodeBatch(t, ctx, c, bt)
+			d := maxDiff(got, want)
+			if tc.changes && d < 1e-6 {
+				t.Errorf("%s: output unchanged (max diff %g), want a change", tc.name, d)
+			}
+			if !tc.changes && d != 0 {
+				t.Errorf("%s: output changed by %g, want identical", tc.name, d)
+			}
+		})
+	}
+}
+
+func TestTextBucketsUseAnalyzer(t *testing.T) {
+	f, err := newFeaturizer(tinyConfig().WithDefaults().Model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := textBuckets(f.analyzer, "Running Shoes for the marathon", 1<<14, 32)
+	b := textBuckets(f.analyzer, "running shoe marathons", 1<<14, 32)
+	// Stemming and stop words: the three content words map to the same buckets.
+	if len(a) != 5 || a[0] != b[0] || a[1] != b[1] || a[2] != b[2] {
+		t.Errorf("textBuckets = %v and %v, want 3 shared word buckets + 2 bigrams", a, b)
+	}
+	if got := textBuckets(f.analyzer, "", 16, 8); got != nil {
+		t.Errorf("textBuckets(\"\") = %v, want nil", got)
+	}
+}
+
+func TestNMIAndAUC(t *testing.T) {
+	nmi := []struct {
+		name string
+		a, b []int
+		want float64
+	}{
+		{"identical up to renaming", []int{0, 0, 1, 1, 2, 2}, []int{5, 5, 3, 3, 9, 9}, 1},
+		{"independent", []int{0, 0, 1, 1}, []int{0, 1, 0, 1}, 0},
+		{"constant", []int{1, 1, 1}, []int{0, 1, 2}, 0},
+		{"empty", nil, nil, 0},
+	}
+	for _, tc := range nmi {
+		t.Run("nmi "+tc.name, func(t *testing.T) {
+			if got := NMI(tc.a, tc.b); math.Abs(got-tc.want) > 1e-9 {
+				t.Errorf("NMI(%v, %v) = %v, want %v", tc.a, tc.b, got, tc.want)
+			}
+		})
+	}
+	auc := []struct {
+		name   string
+		scores []float64
+		pos    []bool
+		want   float64
+	}{
+		{"perfect", []float64{0.1, 0.2, 0.8, 0.9}, []bool{false, false, true, true}, 1},
+		{"inverted", []float64{0.9, 0.8, 0.2, 0.1}, []bool{false, false, true, true}, 0},
+		{"ties", []float64{0.5, 0.5}, []bool{false, true}, 0.5},
+	}
+	for _, tc := range auc {
+		t.Run("auc "+tc.name, func(t *testing.T) {
+			if got := AUC(tc.scores, tc.pos); math.Abs(got-tc.want) > 1e-9 {
+				t.Errorf("AUC(%v) = %v, want %v", tc.scores, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestPlantedInterests trains the default-size model on a planted-interest
+// world and checks that losses fall, no level collapses and the coarse
+// assignment of ads recovers the planted interests (NMI >= 0.5).
+func TestPlantedInterests(t *testing.T) {
+	if testing.Short() || os.Getenv("HIR_SLOW_TESTS") == "" {
+		t.Skip("slow: set HIR_SLOW_TESTS=1")
+	}
+	w := newSynthWorld(t, 600, 600, 6, 20, 7)
+	var cfg TrainConfig
+	cfg.Steps = 300
+	cfg.EvalEvery = 100
+	cfg.LogEvery = 25
+	dir := t.TempDir()
+	ck, err := Train(gocontext.Background(), w.store, cfg, dir, os.Stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, last := ck.Metrics.First, ck.Metrics.Last
+	if last.Engagement >= first.Engagement || last.Hierarchy >= first.Hierarchy {
+		t.Errorf("losses did not fall: first %+v last %+v", first, last)
+	}
+	for l, h := range last.UsageEntropy {
+		if h < 0.5 {
+			t.Errorf("level %d usage entropy %v < 0.5: collapse", l, h)
+		}
+	}
+	m, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	embs, err := m.Embed(gocontext.Background(), w.store, w.ads, w.store.MaxTS())
+	if err != nil {
+		t.Fatal(err)
+	}
+	assign := make([]int, len(embs))
+	for i, e := range embs {
+		sc := m.PrototypeScores(e)[0]
+		for k := range sc {
+			if sc[k] > sc[assign[i]] {
+				assign[i] = k
+			}
+		}
+	}
+	nmi := NMI(assign, w.adTopic)
+	t.Logf("coarse NMI vs planted interests = %.3f; %.1f s; anchors/s %.0f; val %+v", nmi, ck.Metrics.Seconds, ck.Metrics.AnchorsPerS, ck.Metrics.Validation)
+	if nmi < 0.5 {
+		t.Errorf("NMI = %v, want >= 0.5", nmi)
+	}
+}

@@ -1,0 +1,300 @@
+package model
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/fnv"
+	"math"
+	"slices"
+	"sync"
+
+	"github.com/blevesearch/bleve/v2/analysis"
+	_ "github.com/blevesearch/bleve/v2/analysis/lang/en" // registers the "en" analyzer
+	"github.com/blevesearch/bleve/v2/registry"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+
+	"github.com/hir-ads/hir/graph"
+)
+
+// Entities gives the content of a node, or nil when it has none.
+// *graph.Store satisfies it.
+type Entities interface {
+	Entity(id graph.NodeID) *graph.Entity
+}
+
+// nodeFeatures are the per-node inputs of the node encoder, before batching.
+type nodeFeatures struct {
+	entity *graph.Entity // the entity these were computed from (cache key check)
+	hash   []float32     // [HashK] in [-1, 1]
+	text   []int32       // <= TextLen bucket ids
+	attrs  []int32       // <= AttrLen bucket ids
+	vec    []float32     // [VectorDim] or nil
+}
+
+// featurizer turns subgraphs into fixed-shape batch tensors. It caches the
+// analysed content of each node. Safe for concurrent use.
+type featurizer struct {
+	cfg      Config
+	analyzer analysis.Analyzer
+
+	mu    sync.RWMutex
+	cache map[graph.NodeID]*nodeFeatures // mu must be held
+}
+
+func newFeaturizer(cfg Config) (*featurizer, error) {
+	a, err := registry.NewCache().AnalyzerNamed("en")
+	if err != nil {
+		return nil, fmt.Errorf("load en analyzer: %w", err)
+	}
+	return &featurizer{cfg: cfg, analyzer: a, cache: make(map[graph.NodeID]*nodeFeatures)}, nil
+}
+
+// hash64 is FNV-1a over a seed and the given strings.
+func hash64(seed uint64, parts ...string) uint64 {
+	h := fnv.New64a()
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], seed)
+	_, _ = h.Write(b[:])
+	for _, p := range parts {
+		_, _ = h.Write([]byte(p))
+		_, _ = h.Write([]byte{0})
+	}
+	// Finalise (splitmix64) so that close inputs spread over all bits.
+	x := h.Sum64()
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
+}
+
+// idHash returns the k deep-hash-embedding inputs of an external id, each in [-1, 1].
+func idHash(t graph.NodeType, id string, k int) []float32 {
+	out := make([]float32, k)
+	ts := t.String()
+	for i := range out {
+		u := hash64(uint64(i)+1, ts, id)
+		out[i] = float32(float64(u>>11)/float64(1<<53)*2 - 1)
+	}
+	return out
+}
+
+// textBuckets analyses text with bleve's English analyzer and returns the
+// hashed buckets of its words and word bigrams, deduplicated, in order of first
+// appearance, at most max.
+func textBuckets(a analysis.Analyzer, text string, buckets, max int) []int32 {
+	if text == "" {
+		return nil
+	}
+	toks := a.Analyze([]byte(text))
+	out := make([]int32, 0, min(max, 2*len(toks)))
+	seen := make(map[int32]struct{}, cap(out))
+	add := func(b int32) bool {
+		if _, ok := seen[b]; ok {
+			return true
+		}
+		seen[b] = struct{}{}
+		out = append(out, b)
+		return len(out) < max
+	}
+	// Words first (they matter most), then bigrams.
+	for _, tk := range toks {
+		if !add(int32(hash64(101, "w", string(tk.Term)) % uint64(buckets))) {
+			return out
+		}
+	}
+	for i := 1; i < len(toks); i++ {
+		if !add(int32(hash64(102, "b", string(toks[i-1].Term), string(toks[i].Term)) % uint64(buckets))) {
+			return out
+		}
+	}
+	return out
+}
+
+// attrBuckets hashes the type-qualified key=value pairs, sorted by key.
+func attrBuckets(t graph.NodeType, attrs map[string]string, buckets, max int) []int32 {
+	if len(attrs) == 0 {
+		return nil
+	}
+	keys := make([]string, 0, len(attrs))
+	for k := range attrs {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	if len(keys) > max {
+		keys = keys[:max]
+	}
+	out := make([]int32, len(keys))
+	ts := t.String()
+	for i, k := range keys {
+		out[i] = int32(hash64(103, ts, k, attrs[k]) % uint64(buckets))
+	}
+	return out
+}
+
+// node returns the features of id, computing and caching them on first use.
+// Without an entity, the node gets only its id hash.
+func (f *featurizer) node(src Entities, id graph.NodeID) *nodeFeatures {
+	var ent *graph.Entity
+	if src != nil {
+		ent = src.Entity(id)
+	}
+	f.mu.RLock()
+	nf := f.cache[id]
+	f.mu.RUnlock()
+	if nf != nil && nf.entity == ent {
+		return nf
+	}
+	nf = &nodeFeatures{entity: ent}
+	if ent != nil {
+		nf.hash = idHash(ent.Type, ent.ID, f.cfg.HashK)
+		nf.text = textBuckets(f.analyzer, ent.Text, f.cfg.TextBkts, f.cfg.TextLen)
+		nf.attrs = attrBuckets(ent.Type, ent.Attrs, f.cfg.AttrBkts, f.cfg.AttrLen)
+		if len(ent.Vector) > 0 {
+			nf.vec = make([]float32, f.cfg.VectorDim)
+			copy(nf.vec, ent.Vector)
+		}
+	} else if id.Idx == graph.VirtualIdx {
+		nf.hash = make([]float32, f.cfg.HashK) // cold-start anchor: no id information
+	} else {
+		// Unknown content: hash the dense id so distinct nodes still differ.
+		nf.hash = idHash(id.Type, fmt.Sprintf("#%d", id.Idx), f.cfg.HashK)
+	}
+	f.mu.Lock()
+	f.cache[id] = nf
+	f.mu.Unlock()
+	return nf
+}
+
+// batch holds a featurised batch of B subgraphs of N tokens each, flattened
+// row-major. Token 0 of every row is its anchor.
+type batch struct {
+	B, N int
+
+	nodeType   []int32   // [B,N]
+	hash       []float32 // [B,N,HashK]
+	text       []int32   // [B,N,TextLen]
+	textMask   []float32 // [B,N,TextLen]
+	attr       []int32   // [B,N,AttrLen]
+	attrMask   []float32 // [B,N,AttrLen]
+	vec        []float32 // [B,N,VectorDim]
+	hop        []int32   // [B,N] clipped to maxHop
+	edgeType   []int32   // [B,N]
+	timeBucket []int32   // [B,N]
+	weight     []float32 // [B,N] log1p(decayed weight)
+	walk       []float32 // [B,N]
+	mask       []bool    // [B,N]
+	spd        []int32   // [B,N,N]
+	typePair   []int32   // [B,N,N] type(i)*NumNodeTypes + type(j)
+}
+
+const maxHop = 7
+
+// numBatchInputs is the number of tensors a batch contributes to a graph.
+const numBatchInputs = 15
+
+// featurize builds a batch. All subgraphs must have the same N; rows beyond
+// len(sgs) up to rows (bucket padding) are all-padding except a masked-in dummy
+// anchor, so that no softmax row is empty.
+func (f *featurizer) featurize(src Entities, sgs []*graph.Subgraph, rows int) (*batch, error) {
+	if len(sgs) == 0 {
+		return nil, fmt.Errorf("featurize: %w: empty batch", ErrBadConfig)
+	}
+	n := sgs[0].N
+	for i, sg := range sgs {
+		if sg == nil || sg.N != n || len(sg.Nodes) != n || len(sg.Mask) != n || len(sg.SPD) != n*n ||
+			len(sg.Hop) != n || len(sg.EdgeType) != n || len(sg.TimeBucket) != n || len(sg.EdgeWeight) != n ||
+			len(sg.WalkFreq) != n {
+			return nil, fmt.Errorf("featurize: subgraph %d: %w: inconsistent shape (N=%d)", i, ErrBadConfig, n)
+		}
+	}
+	rows = max(rows, len(sgs))
+	c := f.cfg
+	bt := &batch{
+		B: rows, N: n,
+		nodeType: make([]int32, rows*n), hash: make([]float32, rows*n*c.HashK),
+		text: make([]int32, rows*n*c.TextLen), textMask: make([]float32, rows*n*c.TextLen),
+		attr: make([]int32, rows*n*c.AttrLen), attrMask: make([]float32, rows*n*c.AttrLen),
+		vec: make([]float32, rows*n*c.VectorDim), hop: make([]int32, rows*n), edgeType: make([]int32, rows*n),
+		timeBucket: make([]int32, rows*n), weight: make([]float32, rows*n), walk: make([]float32, rows*n),
+		mask: make([]bool, rows*n), spd: make([]int32, rows*n*n), typePair: make([]int32, rows*n*n),
+	}
+	for b := range rows {
+		if b >= len(sgs) {
+			bt.mask[b*n] = true // dummy row: a lone anchor of invalid type
+			for i := range n * n {
+				bt.spd[b*n*n+i] = graph.SPDPad
+			}
+			bt.spd[b*n*n] = 0
+			continue
+		}
+		sg := sgs[b]
+		for i := range n {
+			t := b*n + i
+			bt.mask[t] = sg.Mask[i]
+			if !sg.Mask[i] {
+				continue
+			}
+			id := sg.Nodes[i]
+			bt.nodeType[t] = int32(id.Type)
+			bt.hop[t] = int32(min(int(sg.Hop[i]), maxHop))
+			bt.edgeType[t] = int32(min(int(sg.EdgeType[i]), graph.NumEdgeTypes-1))
+			bt.timeBucket[t] = int32(min(int(sg.TimeBucket[i]), graph.NumTimeBuckets-1))
+			w := float64(sg.EdgeWeight[i])
+			if w < 0 || math.IsNaN(w) || math.IsInf(w, 0) {
+				w = 0
+			}
+			bt.weight[t] = float32(math.Log1p(w))
+			bt.walk[t] = sg.WalkFreq[i]
+			nf := f.node(src, id)
+			copy(bt.hash[t*c.HashK:], nf.hash)
+			if len(sg.DropFeat) == n && sg.DropFeat[i] {
+				continue // content hidden: id, type, position and edge remain
+			}
+			for j, v := range nf.text {
+				bt.text[t*c.TextLen+j] = v
+				bt.textMask[t*c.TextLen+j] = 1
+			}
+			for j, v := range nf.attrs {
+				bt.attr[t*c.AttrLen+j] = v
+				bt.attrMask[t*c.AttrLen+j] = 1
+			}
+			copy(bt.vec[t*c.VectorDim:], nf.vec)
+		}
+		for i := range n {
+			for j := range n {
+				p := b*n*n + i*n + j
+				s := int32(sg.SPD[i*n+j])
+				if !sg.Mask[i] || !sg.Mask[j] || s > graph.SPDPad {
+					s = graph.SPDPad
+				}
+				bt.spd[p] = s
+				bt.typePair[p] = bt.nodeType[b*n+i]*int32(graph.NumNodeTypes) + bt.nodeType[b*n+j]
+			}
+		}
+	}
+	return bt, nil
+}
+
+// tensors returns the batch as GoMLX inputs in the order encode expects.
+func (bt *batch) tensors(c Config) []*tensors.Tensor {
+	B, N := bt.B, bt.N
+	return []*tensors.Tensor{
+		tensors.FromFlatDataAndDimensions(bt.nodeType, B, N),
+		tensors.FromFlatDataAndDimensions(bt.hash, B, N, c.HashK),
+		tensors.FromFlatDataAndDimensions(bt.text, B, N, c.TextLen),
+		tensors.FromFlatDataAndDimensions(bt.textMask, B, N, c.TextLen),
+		tensors.FromFlatDataAndDimensions(bt.attr, B, N, c.AttrLen),
+		tensors.FromFlatDataAndDimensions(bt.attrMask, B, N, c.AttrLen),
+		tensors.FromFlatDataAndDimensions(bt.vec, B, N, c.VectorDim),
+		tensors.FromFlatDataAndDimensions(bt.hop, B, N),
+		tensors.FromFlatDataAndDimensions(bt.edgeType, B, N),
+		tensors.FromFlatDataAndDimensions(bt.timeBucket, B, N),
+		tensors.FromFlatDataAndDimensions(bt.weight, B, N),
+		tensors.FromFlatDataAndDimensions(bt.walk, B, N),
+		tensors.FromFlatDataAndDimensions(bt.mask, B, N),
+		tensors.FromFlatDataAndDimensions(bt.spd, B, N, N),
+		tensors.FromFlatDataAndDimensions(bt.typePair, B, N, N),
+	}
+}

@@ -1,0 +1,133 @@
+package model
+
+import (
+	"fmt"
+
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX graph code reads best with the dot import
+	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/gomlx/pkg/ml/context"
+
+	"github.com/hir-ads/hir/graph"
+)
+
+// prototypes returns the L2-normalised prototypes of level l: [K_l, EmbedDim].
+func prototypes(ctx *context.Context, c Config, g *Graph, l int) *Node {
+	v := ctx.In(scopePrototypes).VariableWithShape(fmt.Sprintf("level_%d", l),
+		shapes.Make(dtypes.Float32, c.Prototypes[l], c.EmbedDim))
+	return L2Normalize(v.ValueGraph(g), -1)
+}
+
+// cosines returns emb [B,E] x prototypes -> [B,K].
+func cosines(emb, protos *Node) *Node { return Einsum("be,ke->bk", emb, protos) }
+
+// sinkhorn returns the balanced soft assignment of scores [B,K] (logits
+// already divided by the temperature): rows sum to 1, columns to B/K, after
+// iters rounds. No gradient flows through it.
+func sinkhorn(scores *Node, iters int) *Node {
+	B, K := scores.Shape().Dimensions[0], scores.Shape().Dimensions[1]
+	s := StopGradient(scores)
+	s = Sub(s, ReduceAllMax(s))
+	q := Exp(s)
+	q = Div(q, ReduceAllSum(q))
+	for range iters {
+		q = DivScalar(Div(q, ReduceAndKeep(q, ReduceSum, 0)), float64(K)) // each prototype gets 1/K
+		q = DivScalar(Div(q, ReduceAndKeep(q, ReduceSum, 1)), float64(B)) // each row gets 1/B
+	}
+	return StopGradient(MulScalar(q, float64(B)))
+}
+
+// softCE is -mean_b sum_k target[b,k] * logp[b,k] over rows weighted by w [B].
+func softCE(target, logp, w *Node) *Node {
+	per := Neg(ReduceSum(Mul(target, logp), -1))
+	return weightedMean(per, w)
+}
+
+func weightedMean(x, w *Node) *Node {
+	den := Max(ReduceAllSum(w), ScalarOne(w.Graph(), w.DType()))
+	return Div(ReduceAllSum(Mul(x, w)), den)
+}
+
+// parents returns the one-hot parent map of level l+1 in level l: [K_{l+1}, K_l],
+// each fine prototype's nearest coarse prototype (no gradient).
+func parents(fine, coarse *Node) *Node {
+	sim := StopGradient(Einsum("fe,ce->fc", fine, coarse))
+	return OneHot(ArgMax(sim, -1, dtypes.Int32), coarse.Shape().Dimensions[0], dtypes.Float32)
+}
+
+// softplus is log(1+exp(x)), computed stably.
+func softplus(x *Node) *Node {
+	return Add(Max(x, ZerosLike(x)), Log1p(Exp(Neg(Abs(x)))))
+}
+
+// engagementLogits scores pairs of rows of emb [A,E]: src, dst, edge type and
+// time bucket are [P] int32. The score is a relation-weighted bilinear form.
+func engagementLogits(ctx *context.Context, c Config, emb, src, dst, etype, tbucket *Node) *Node {
+	g := emb.Graph()
+	ctx = ctx.In(scopeEngage)
+	tbl := func(name string, rows, cols int) *Node {
+		return ctx.In(name).VariableWithShape("table", shapes.Make(dtypes.Float32, rows, cols)).ValueGraph(g)
+	}
+	es := gatherRows(emb, src)
+	ed := gatherRows(emb, dst)
+	rel := Add(gatherRows(tbl("edge_type", graph.NumEdgeTypes, c.EmbedDim), etype),
+		gatherRows(tbl("time_bucket", graph.NumTimeBuckets, c.EmbedDim), tbucket))
+	dot := ReduceSum(Mul(Mul(es, OnePlus(rel)), ed), -1)
+	bias := Reshape(gatherRows(tbl("bias", graph.NumEdgeTypes, 1), etype), -1)
+	scale := ctx.VariableWithValue("scale", float32(5)).ValueGraph(g)
+	return Add(Mul(dot, scale), bias)
+}
+
+// stepOutputs indexes the outputs of the loss graph.
+const (
+	outTotal = iota
+	outEngage
+	outHier
+	outFirstDistill // one per level, then one argmax [B] per level, then the engagement logits
+)
+
+// lossGraph builds the losses of one step. in holds the teacher batch, the
+// student batch, then src, dst, etype, tbucket [P] int32, label and weight [P]
+// float32 and rowWeight [A] float32 (0 for bucket padding rows).
+func lossGraph(ctx *context.Context, c Config, w LossWeights, in []*Node) (total *Node, outs []*Node) {
+	teacher := encode(ctx, c, in[:numBatchInputs])
+	student := encode(ctx, c, in[numBatchInputs:2*numBatchInputs])
+	p := in[2*numBatchInputs:]
+	src, dst, etype, tbucket, label, pw, rowW := p[0], p[1], p[2], p[3], p[4], p[5], p[6]
+	g := teacher.Graph()
+
+	L := len(c.Prototypes)
+	distill := make([]*Node, L)
+	argmaxes := make([]*Node, L)
+	protos := make([]*Node, L)
+	studentLogP := make([]*Node, L)
+	total = ScalarZero(g, dtypes.Float32)
+	for l := range L {
+		protos[l] = prototypes(ctx, c, g, l)
+		ts := DivScalar(cosines(teacher, protos[l]), c.TeacherTemp)
+		ss := DivScalar(cosines(student, protos[l]), c.StudentTemp)
+		q := sinkhorn(ts, c.SinkhornIters)
+		studentLogP[l] = LogSoftmax(ss, -1)
+		distill[l] = softCE(q, studentLogP[l], rowW)
+		argmaxes[l] = ArgMax(StopGradient(ts), -1, dtypes.Int32)
+		total = Add(total, MulScalar(distill[l], w.Distill))
+	}
+	hier := ScalarZero(g, dtypes.Float32)
+	for l := 0; l+1 < L; l++ {
+		m := parents(protos[l+1], protos[l])
+		agg := Einsum("bf,fc->bc", Exp(studentLogP[l+1]), m)
+		hier = Add(hier, softCE(agg, studentLogP[l], rowW))
+	}
+	total = Add(total, MulScalar(hier, w.Hierarchy))
+
+	logits := engagementLogits(ctx, c, teacher, src, dst, etype, tbucket)
+	bce := Sub(softplus(logits), Mul(label, logits))
+	engage := weightedMean(bce, pw)
+	total = Add(total, MulScalar(engage, w.Engagement))
+
+	outs = []*Node{total, engage, hier}
+	outs = append(outs, distill...)
+	outs = append(outs, argmaxes...)
+	outs = append(outs, logits)
+	return total, outs
+}

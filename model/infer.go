@@ -1,0 +1,223 @@
+package model
+
+import (
+	gocontext "context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+
+	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX graph code reads best with the dot import
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/gomlx/pkg/ml/context"
+
+	"github.com/hir-ads/hir/graph"
+)
+
+// batchBuckets are the batch sizes inference pads to, so that at most one
+// graph per bucket (and subgraph size) is compiled.
+var batchBuckets = [...]int{1, 16, 64, 256}
+
+// Model is a trained encoder loaded for inference from a checkpoint. It serves
+// from its own context, never a training one. Safe for concurrent use.
+type Model struct {
+	version string
+	cfg     CheckpointConfig
+	ctx     *context.Context
+	exec    *context.Exec
+	feat    *featurizer
+	protos  [][][]float32 // [level][k][EmbedDim], L2-normalised
+	parents [][]int       // [level][k] parent index in level-1 (nil for level 0)
+}
+
+// Load loads a model version for inference. dir is either a version
+// directory (DIR/models/vN) or a data directory, in which case the latest
+// version under DIR/models is loaded.
+func Load(dir string) (*Model, error) {
+	RegisterFastDotGradients()
+	if _, err := os.Stat(filepath.Join(dir, FileConfig)); err != nil {
+		latest, err := LatestVersionDir(dir)
+		if err != nil {
+			return nil, fmt.Errorf("load model: %w", err)
+		}
+		dir = latest
+	}
+	m := &Model{}
+	if err := readJSON(filepath.Join(dir, FileConfig), &m.cfg); err != nil {
+		return nil, fmt.Errorf("load model: %w", err)
+	}
+	m.version = m.cfg.Version
+	m.cfg.Model = m.cfg.Model.WithDefaults()
+	if err := m.cfg.Model.Validate(); err != nil {
+		return nil, fmt.Errorf("load model: %w", err)
+	}
+	m.ctx = newModelContext(int64(m.cfg.Train.Seed))
+	if err := loadVariables(m.ctx, filepath.Join(dir, FileWeights)); err != nil {
+		return nil, fmt.Errorf("load model: %w", err)
+	}
+	var err error
+	if m.protos, err = readPrototypes(m.ctx, m.cfg.Model); err != nil {
+		return nil, fmt.Errorf("load model: %w", err)
+	}
+	m.parents = make([][]int, len(m.protos))
+	for l := 1; l < len(m.protos); l++ {
+		m.parents[l] = nearest(m.protos[l], m.protos[l-1])
+	}
+	if m.feat, err = newFeaturizer(m.cfg.Model); err != nil {
+		return nil, err
+	}
+	be, err := Backend()
+	if err != nil {
+		return nil, err
+	}
+	mc := m.cfg.Model
+	m.exec, err = context.NewExec(be, m.ctx.Reuse(), func(ctx *context.Context, in []*Node) *Node {
+		return encode(ctx, mc, in)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("build encoder: %w", err)
+	}
+	m.exec.SetMaxCache(32)
+	return m, nil
+}
+
+// nearest returns, for each row of a, the index of the most similar row of b.
+func nearest(a, b [][]float32) []int {
+	out := make([]int, len(a))
+	for i, x := range a {
+		best, bi := float32(-2), 0
+		for j, y := range b {
+			if d := dot(x, y); d > best {
+				best, bi = d, j
+			}
+		}
+		out[i] = bi
+	}
+	return out
+}
+
+func dot(a, b []float32) float32 {
+	var s float32
+	for i := range a {
+		s += a[i] * b[i]
+	}
+	return s
+}
+
+// Version returns the checkpoint's version ("vN").
+func (m *Model) Version() string { return m.version }
+
+// Config returns the model configuration the checkpoint was trained with.
+func (m *Model) Config() Config { return m.cfg.Model }
+
+// SamplerOptions returns the sampler options the model was trained with;
+// embed with a sampler built from them.
+func (m *Model) SamplerOptions() graph.SamplerOptions { return m.cfg.Train.Sampler }
+
+// Embed returns the L2-normalised embeddings of ids, each from its teacher
+// view sampled from store as of asOf (unix ms).
+func (m *Model) Embed(ctx gocontext.Context, store *graph.Store, ids []graph.NodeID, asOf int64) ([][]float32, error) {
+	sm := graph.NewSampler(store, m.cfg.Train.Sampler)
+	sgs := make([]*graph.Subgraph, len(ids))
+	for i, id := range ids {
+		if i%64 == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
+		sgs[i] = sm.Sample(id, asOf, graph.ViewTeacher, seedFor(m.cfg.Train.Seed, 9, uint64(id.Type), uint64(id.Idx)))
+	}
+	return m.EmbedSubgraphs(ctx, store, sgs)
+}
+
+// EmbedSubgraphs embeds already sampled subgraphs (for example from
+// graph.Sampler.SampleVirtual for a cold-start entity); store supplies node
+// content. Subgraphs of different sizes are batched separately.
+func (m *Model) EmbedSubgraphs(ctx gocontext.Context, store *graph.Store, sgs []*graph.Subgraph) ([][]float32, error) {
+	var src Entities
+	if store != nil {
+		src = store
+	}
+	out := make([][]float32, len(sgs))
+	// Group by N so each group has one shape.
+	byN := map[int][]int{}
+	for i, sg := range sgs {
+		if sg == nil {
+			return nil, fmt.Errorf("embed subgraph %d: %w: nil", i, ErrBadConfig)
+		}
+		byN[sg.N] = append(byN[sg.N], i)
+	}
+	ns := make([]int, 0, len(byN))
+	for n := range byN {
+		ns = append(ns, n)
+	}
+	slices.Sort(ns)
+	maxB := batchBuckets[len(batchBuckets)-1]
+	for _, n := range ns {
+		idx := byN[n]
+		for lo := 0; lo < len(idx); lo += maxB {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			part := idx[lo:min(lo+maxB, len(idx))]
+			group := make([]*graph.Subgraph, len(part))
+			for k, i := range part {
+				group[k] = sgs[i]
+			}
+			rows := maxB
+			for _, b := range batchBuckets {
+				if b >= len(group) {
+					rows = b
+					break
+				}
+			}
+			bt, err := m.feat.featurize(src, group, rows)
+			if err != nil {
+				return nil, fmt.Errorf("embed: %w", err)
+			}
+			res, err := m.exec.Exec(anySlice(bt.tensors(m.cfg.Model))...)
+			if err != nil {
+				return nil, fmt.Errorf("embed: run encoder: %w", err)
+			}
+			flat := tensors.MustCopyFlatData[float32](res[0])
+			e := m.cfg.Model.EmbedDim
+			for k, i := range part {
+				out[i] = slices.Clone(flat[k*e : (k+1)*e])
+			}
+		}
+	}
+	return out, nil
+}
+
+// Levels returns the number of prototype levels.
+func (m *Model) Levels() int { return len(m.protos) }
+
+// Prototypes returns the L2-normalised prototypes of a level (0 = coarsest),
+// or nil when level is out of range. The result is shared: do not modify it.
+func (m *Model) Prototypes(level int) [][]float32 {
+	if level < 0 || level >= len(m.protos) {
+		return nil
+	}
+	return m.protos[level]
+}
+
+// Parents returns, for each prototype of level (>= 1), the index of its
+// parent (nearest prototype) in level-1; nil for level 0 or out of range.
+func (m *Model) Parents(level int) []int {
+	if level < 1 || level >= len(m.parents) {
+		return nil
+	}
+	return m.parents[level]
+}
+
+// PrototypeScores returns the cosine of emb with every prototype, per level.
+func (m *Model) PrototypeScores(emb []float32) [][]float32 {
+	out := make([][]float32, len(m.protos))
+	for l, ps := range m.protos {
+		out[l] = make([]float32, len(ps))
+		for k, p := range ps {
+			out[l][k] = dot(emb, p)
+		}
+	}
+	return out
+}

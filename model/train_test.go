@@ -1,0 +1,147 @@
+package model
+
+import (
+	"bytes"
+	gocontext "context"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/hir-ads/hir/graph"
+)
+
+func TestTrainCheckpointLoadEmbed(t *testing.T) {
+	w := newSynthWorld(t, 40, 60, 4, 12, 1)
+	dir := t.TempDir()
+	var logs bytes.Buffer
+	cfg := tinyConfig()
+	ck, err := Train(gocontext.Background(), w.store, cfg, dir, &logs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ck.Version != "v1" {
+		t.Errorf("Version = %q, want v1", ck.Version)
+	}
+	// JSON lines, one per LogEvery steps, with every loss finite.
+	dec := json.NewDecoder(&logs)
+	lines := 0
+	for dec.More() {
+		var m StepMetrics
+		if err := dec.Decode(&m); err != nil {
+			t.Fatalf("decode progress line: %v", err)
+		}
+		lines++
+		if math.IsNaN(m.Total) || len(m.Distill) != 3 || len(m.UsageEntropy) != 3 || m.AnchorsPerS <= 0 {
+			t.Errorf("progress line %+v is incomplete", m)
+		}
+	}
+	if lines != 2 {
+		t.Errorf("progress lines = %d, want 2", lines)
+	}
+	if ck.Metrics.Validation == nil || math.IsNaN(ck.Metrics.Validation.AUC) {
+		t.Errorf("validation metrics = %+v, want an AUC", ck.Metrics.Validation)
+	}
+	for _, f := range []string{FileConfig, FileWeights, FileOptimizer, FilePrototypes, FileMetrics} {
+		if _, err := os.Stat(filepath.Join(ck.Dir, f)); err != nil {
+			t.Errorf("checkpoint lacks %s: %v", f, err)
+		}
+	}
+
+	m, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Version() != "v1" || len(m.Prototypes(2)) != 16 || m.Prototypes(3) != nil {
+		t.Fatalf("loaded model: version %q, %d level-2 prototypes", m.Version(), len(m.Prototypes(2)))
+	}
+	ids := w.ads[:20]
+	embs, err := m.Embed(gocontext.Background(), w.store, ids, w.store.MaxTS())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range embs {
+		n := 0.0
+		for _, x := range e {
+			n += float64(x) * float64(x)
+		}
+		if len(e) != 16 || math.Abs(n-1) > 1e-4 {
+			t.Fatalf("embedding %d: len %d, norm^2 %v; want 16, 1", i, len(e), n)
+		}
+	}
+	// Batch size must not change results (bucket padding rows are independent).
+	one, err := m.Embed(gocontext.Background(), w.store, ids[3:4], w.store.MaxTS())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for j := range one[0] {
+		if math.Abs(float64(one[0][j]-embs[3][j])) > 1e-5 {
+			t.Fatalf("Embed alone = %v, in a batch = %v", one[0], embs[3])
+		}
+	}
+	if got := m.PrototypeScores(embs[0]); len(got) != 3 || len(got[1]) != 8 {
+		t.Errorf("PrototypeScores shape = %d levels", len(got))
+	}
+
+	// Resume continues from v1 and writes v2 with the global step advanced.
+	cfg.Resume = true
+	cfg.Steps = 3
+	ck2, err := Train(gocontext.Background(), w.store, cfg, dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ck2.Version != "v2" || ck2.Metrics.GlobalStep != 9 {
+		t.Errorf("resumed: version %q global step %d, want v2 9", ck2.Version, ck2.Metrics.GlobalStep)
+	}
+}
+
+func TestTrainIsReproducible(t *testing.T) {
+	w := newSynthWorld(t, 30, 40, 4, 10, 2)
+	run := func(sync bool) []byte {
+		dir := t.TempDir()
+		cfg := tinyConfig()
+		cfg.Steps = 4
+		cfg.Synchronous = sync
+		ck, err := Train(gocontext.Background(), w.store, cfg, dir, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(filepath.Join(ck.Dir, FileWeights))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	a, b, c := run(false), run(false), run(true)
+	if !bytes.Equal(a, b) {
+		t.Error("two pipelined runs with the same seed wrote different weights")
+	}
+	if !bytes.Equal(a, c) {
+		t.Error("pipelined and synchronous runs with the same seed wrote different weights")
+	}
+}
+
+func TestTrainErrors(t *testing.T) {
+	empty := graph.NewStore(graph.Options{})
+	tests := []struct {
+		name  string
+		store *graph.Store
+		cfg   func(*TrainConfig)
+		want  error
+	}{
+		{"no events", empty, func(*TrainConfig) {}, ErrNoData},
+		{"bad heads", newSynthWorld(t, 4, 4, 2, 4, 3).store, func(c *TrainConfig) { c.Model.Heads = 3 }, ErrBadConfig},
+		{"resume without checkpoint", newSynthWorld(t, 10, 10, 2, 8, 3).store, func(c *TrainConfig) { c.Resume = true }, ErrNoCheckpoint},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := tinyConfig()
+			tc.cfg(&cfg)
+			_, err := Train(gocontext.Background(), tc.store, cfg, t.TempDir(), nil)
+			if !errorsIs(err, tc.want) {
+				t.Errorf("Train() error = %v, want %v", err, tc.want)
+			}
+		})
+	}
+}
