@@ -173,6 +173,9 @@ type Filter struct {
 	Eq   *string   `json:"eq,omitempty"`
 	In   *[]string `json:"in,omitempty"`
 
+	// Label A free label key; tests attribute "label:<key>".
+	Label *string `json:"label,omitempty"`
+
 	// Not Boolean filter over ad attributes. Exactly one of and / or / not / attr.
 	// Attributes: advertiser, campaign, category, brand, status, or any free label key.
 	Not *Filter   `json:"not,omitempty"`
@@ -226,7 +229,7 @@ type Problem struct {
 	Detail   *string `json:"detail,omitempty"`
 	Instance *string `json:"instance,omitempty"`
 
-	// Item Index of the offending item in a batch
+	// Item Index of the offending item in a batch, when there is one.
 	Item   *int    `json:"item,omitempty"`
 	Status int     `json:"status"`
 	Title  string  `json:"title"`
@@ -1447,6 +1450,10 @@ type PostEntitiesResponse struct {
 	ApplicationproblemJSON415 *Problem
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Problem
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -1477,6 +1484,16 @@ func (r PostEntitiesResponse) GetApplicationproblemJSON415() *Problem {
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
 func (r PostEntitiesResponse) GetApplicationproblemJSON429() *Problem {
 	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r PostEntitiesResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r PostEntitiesResponse) GetApplicationproblemJSON503() *Problem {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -1515,8 +1532,14 @@ type GetInterestsResponse struct {
 	JSON200 *InterestsResponse
 	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
 	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
 	ApplicationproblemJSON503 *Problem
 }
@@ -1531,9 +1554,24 @@ func (r GetInterestsResponse) GetApplicationproblemJSON400() *Problem {
 	return r.ApplicationproblemJSON400
 }
 
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetInterestsResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
 func (r GetInterestsResponse) GetApplicationproblemJSON404() *Problem {
 	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetInterestsResponse) GetApplicationproblemJSON429() *Problem {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetInterestsResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
 }
 
 // GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
@@ -1577,8 +1615,14 @@ type GetSimilarResponse struct {
 	JSON200 *SimilarResponse
 	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
 	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
 	ApplicationproblemJSON503 *Problem
 }
@@ -1593,9 +1637,24 @@ func (r GetSimilarResponse) GetApplicationproblemJSON400() *Problem {
 	return r.ApplicationproblemJSON400
 }
 
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetSimilarResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
 func (r GetSimilarResponse) GetApplicationproblemJSON404() *Problem {
 	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetSimilarResponse) GetApplicationproblemJSON429() *Problem {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetSimilarResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
 }
 
 // GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
@@ -1647,6 +1706,10 @@ type PostEventsResponse struct {
 	ApplicationproblemJSON415 *Problem
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Problem
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -1677,6 +1740,16 @@ func (r PostEventsResponse) GetApplicationproblemJSON415() *Problem {
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
 func (r PostEventsResponse) GetApplicationproblemJSON429() *Problem {
 	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r PostEventsResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r PostEventsResponse) GetApplicationproblemJSON503() *Problem {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -1713,11 +1786,25 @@ type GetModelResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *ModelStatus
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *Problem
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r GetModelResponse) GetJSON200() *ModelStatus {
 	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetModelResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetModelResponse) GetApplicationproblemJSON429() *Problem {
+	return r.ApplicationproblemJSON429
 }
 
 // GetBody returns the raw response body bytes
@@ -1758,6 +1845,12 @@ type TrainModelResponse struct {
 	ApplicationproblemJSON401 *Problem
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Problem
 }
 
 // GetJSON202 returns the response for an HTTP 202 `application/json` response
@@ -1773,6 +1866,21 @@ func (r TrainModelResponse) GetApplicationproblemJSON401() *Problem {
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
 func (r TrainModelResponse) GetApplicationproblemJSON409() *Problem {
 	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r TrainModelResponse) GetApplicationproblemJSON429() *Problem {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r TrainModelResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r TrainModelResponse) GetApplicationproblemJSON503() *Problem {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -1817,8 +1925,12 @@ type RetrieveCandidatesResponse struct {
 	ApplicationproblemJSON404 *Problem
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *Problem
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *Problem
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
 	ApplicationproblemJSON503 *Problem
 }
@@ -1848,9 +1960,19 @@ func (r RetrieveCandidatesResponse) GetApplicationproblemJSON413() *Problem {
 	return r.ApplicationproblemJSON413
 }
 
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r RetrieveCandidatesResponse) GetApplicationproblemJSON415() *Problem {
+	return r.ApplicationproblemJSON415
+}
+
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
 func (r RetrieveCandidatesResponse) GetApplicationproblemJSON429() *Problem {
 	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r RetrieveCandidatesResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
 }
 
 // GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
@@ -1894,8 +2016,14 @@ type GetTokenResponse struct {
 	JSON200 *TokenInfo
 	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
 	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
 	ApplicationproblemJSON503 *Problem
 }
@@ -1910,9 +2038,24 @@ func (r GetTokenResponse) GetApplicationproblemJSON400() *Problem {
 	return r.ApplicationproblemJSON400
 }
 
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetTokenResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
 func (r GetTokenResponse) GetApplicationproblemJSON404() *Problem {
 	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetTokenResponse) GetApplicationproblemJSON429() *Problem {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetTokenResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
 }
 
 // GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
@@ -2258,6 +2401,20 @@ func ParsePostEntitiesResponse(rsp *http.Response) (*PostEntitiesResponse, error
 		}
 		response.ApplicationproblemJSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	return response, nil
@@ -2291,12 +2448,33 @@ func ParseGetInterestsResponse(rsp *http.Response) (*GetInterestsResponse, error
 		}
 		response.ApplicationproblemJSON400 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
 		var dest Problem
@@ -2338,12 +2516,33 @@ func ParseGetSimilarResponse(rsp *http.Response) (*GetSimilarResponse, error) {
 		}
 		response.ApplicationproblemJSON400 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
 		var dest Problem
@@ -2413,6 +2612,20 @@ func ParsePostEventsResponse(rsp *http.Response) (*PostEventsResponse, error) {
 		}
 		response.ApplicationproblemJSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	return response, nil
@@ -2438,6 +2651,20 @@ func ParseGetModelResponse(rsp *http.Response) (*GetModelResponse, error) {
 			return nil, err
 		}
 		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
 
 	}
 
@@ -2478,6 +2705,27 @@ func ParseTrainModelResponse(rsp *http.Response) (*TrainModelResponse, error) {
 			return nil, err
 		}
 		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
 
 	}
 
@@ -2533,12 +2781,26 @@ func ParseRetrieveCandidatesResponse(rsp *http.Response) (*RetrieveCandidatesRes
 		}
 		response.ApplicationproblemJSON413 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
 		var dest Problem
@@ -2580,12 +2842,33 @@ func ParseGetTokenResponse(rsp *http.Response) (*GetTokenResponse, error) {
 		}
 		response.ApplicationproblemJSON400 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
 		var dest Problem
@@ -3105,50 +3388,50 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7Frvbhs3En8VglegDrqW5DhpG90nN00vBpomcNxPsU+gliMt611yQ3JtKYGAe4h7wnuSw5D7X1xZytm5",
-	"HnBfElk7S3L+/eY3Q32mscpyJUFaQ6efac40y8CCdn+9klbY9fnP+FlIOqU5swmNqGQZ0CkVnEZUw8dC",
-	"aOB0anUBETVxAhnDNzK2+hXk0iZ0+vT59xHNhKz+PomoXee4hrFayCXdbKJyt0v3fXA/98quHb/RsKBT",
-	"+pdxo9TYPzXj3xQHt/YG99JgciUNODXfaTVPIcOPsZIWpMWPLM9TETMrlBznXuK7P4yS+Gy/Lat13Y4c",
-	"TKxFjsvRKb345SV58ez5D6RcmXCwTKRm5CxRLoDrv2SSC86ss0muVQ7aCn9swfHfnh3xZaWd9ELpjFk6",
-	"pYtUMUtrk8sim4NGUatuQPq1LGTmPn0uUfwCFu5VvxbTmq2bv/d2QduLHyrHunjyx7+ud1DzPyC2uMUr",
-	"voQqOkAWGb4pslyDMWjUiMapiG9oRBnnM6tmMdOodV7oOGEGN4iVvAVdSgtpQYOxgLtKZWedL4ScxSzL",
-	"mViirFrMGL9F0xvQuKZWmbJgKkELS6XXXnCumcQVFkKDaSnSeMgFugBzAR8LMHbbs1AK7O0Znzq4dibk",
-	"uX/jpO+kntHrTYK29gtunYxZ66GBcS4wlln6riOwpezW0j5sDwKHiFpY2R3L7xt3Eb2F2CrdMeweebLL",
-	"jk3wBg15W8JJ147cu33XqctE8+bqosc5hyxXFmS8JjewHtFoy57bsKDjPXf0laC74+9SrEgm0lQYiJXk",
-	"JiJKEyYJAtnp6ekL4nfCoygJbxd0+qFlWSHt988ay2KmLZ1pWzIIcsdWZEC3Tn+9p6NrhNhE9A7EMrFe",
-	"kwUrUusCa8vXmZAiQyyZbPm952c0YOQcF1U+t2bY5zuy+7aqtvvltougw1Lb7xA62y8itaC3HfyTUikw",
-	"SRbuOVG3oAnjBPNdzAsLZkRerVhs0zVREohaECY5GWMUjIlUloyd7OhKntWvTEkDmhGp4BQ/ebyMiMPK",
-	"iBjLbFGF1JosNABJ2RxSF91X0iNuG4Yk39t+pcaBmoUHDoIKfAx+LWRn0yGoq9eXyu5/uB4ofYlGIbR9",
-	"DSxFUOgHoTd5QI1+1Hu5UCidyyUYewHGJdcWwhWePkEATXyCEK5VngMnc4hZYYDYBIQmgpM7ZghLNTC+",
-	"JsYqDXwUAo9OneztUD7Z/XqdiMHj7XrV+BDpvverWhKDWS9jIB5FMFFsAmTObJzgUvdC4lCVro8btU0b",
-	"9ovnMeaiJLkDBGO9Zz3IFId0VhGnYOA/FI8MKY+0qnuEesOQ9m9Q9H0d3T3KLDmsZkZ8gpYeLbdmYLWI",
-	"9yE4W+SgOYGL25bo3EOrk9VMSOAzZjvEY0fpK9/Bz1vxdkbmLL5ZalVITioxogtJhCFCYm+xRHbcCuHW",
-	"WYYd2vOC1ydk65pYtRh54RkyQwrcYtB9+syL2DqJmjpXvDkXK0iDvLnVp/WwxjVPA5htLJMxhB9av1qP",
-	"XWGQVImrFguQHO2KwmhV5pN5O3UjepeAxLc0oAeUhBGdyiJNETD6eNuKOitsCjvZbU1hKJurwk7nKZM3",
-	"NLrHcX7daBeGYxYONJaHMvSHaQDDh7RawC0MMirXta/sbAjQLyAGaYl/XHn2KFfGiHm6Jkwquc5UYZ4Q",
-	"jN6/EqNjkrE1mQNRmbAWOFIT+Fiw1L2KUphUB/I3tqr422Qy2aYLsIrTgsPMAMiO0/2YYzuDYZWnTHRl",
-	"Fyw1QeFFTfz2oxY3XeqMB87YynNlf/6aOp+EKuTHAvR62xVvcw+qyOzulOaGHCXruRacaO9llj4ZhWDQ",
-	"4co+BWuzM4KGKmJczVn2L2PNaCbA/RYaTDKrDt21wWUZQo7nQDYHzjHCHHSQRbomR7FKObJibZ+Ewfu+",
-	"mtzLr379bGkbSrj3IhMp0+c2BLYPMHZ6/FlRqcEDMaA6HPaKi7b1ApFxoOsGOZA/S0h5x6/O5UIFwjwR",
-	"KddwYCPjerGgZAq3nSctAMiZLkcf27HCsjyFWYaxr/c37MDocZjOOZp4v4m9WKVMueCgYYMl84ssVB+v",
-	"Cw9X/p1RrDhc0RAWNrON+5Jtp6ZBFZFGnsUx5BZ4YP7XehJAJTCGLeF+i9fLbB/BNVdxoYVdv0e/+33n",
-	"wDTos8K3si4g3N7u60btxNrcj9tFGf5d09aQfcxaBYcslBt2GNCYXiPiO1tS9V5u1OHJQ+R5NiL1lUwE",
-	"aKbjRMQsJdX0mLg8JV6mRdAjt0q5JxDGjdv2Rqo7GV1JVy/8AKQkI65EGLLQKiOM/MSWx2px/AaYI/nO",
-	"kcS1M6Mr+UprpQ1hGsjQxQI5GrrPeOIHLCUJpa/PL8i//vFP8rqtXNVSkovKZrTVQNCT0WQ0cUOMHCTL",
-	"BZ3S09FkdIpsntnEeXCcuEnEJ/y8BBe8GFjuPOccNy6f9y5nnk4mOy5mDruQKYchgfuYs1TcuquhTUTH",
-	"rS4weNI35fN7T4qkdFxztOaM/eTYOk61g8uGIssYUinsfzKwCRSGlEckR29zkJeQAn6xJrDKlbagn/h7",
-	"pLFr3YZNfuEf/1cs7vbGmHk+OR1apT5W+yoN9bo9GbdnP7kyAe3eKWNfNeMT7buHn5Rvzh9Evf5NzqYL",
-	"dEjcN49o3c4ELmDj926ChUZ+5nfd08gof3KY/MnpgfLPD5N/+uKQIGlqiLuHaFePD9eb63ZS/Z4b0Lbq",
-	"6rE5rGH/iKXpsdLHUtlEyGWVVK3gG3/GVN6MPwu+GVcVYBg4/ga2Hs45bGwu2z+ElWtExq3r8U20p/T5",
-	"zxS1fcQA7I8aA1HYqPxFgfjsIPkD0aQdCdiWebb9renX27q6+8kjuRM28VcU5p6oML4b2BUTZcPw1SIi",
-	"Kn9d4Vv05ucVTC/BzsoG6+BfVQysetNZqx4oPD1snvCoUdxvFkNI6kVqbPiTh/JvCHhtBqsWhBHvYIK2",
-	"rfipSZgGXg4hMNBNzmJohXQ9UdtRY6t7iUepsJ271P/X1/+5+nqW5yB5p776MWyvukZEVL9qsGS+9lJE",
-	"8FbVdZ3VLiB1dz+PSWfbl0sh2u5aP1M97xcX7C8xx5we3xpSNlBRc3djRQauTyz5fU/3sRMczkbXvA8Y",
-	"4emDGaE7Igg1U/WzLwj0yWMF4qUWyyVoF4nBW7PG2FWXPmzpaqD8shmkPg7+9e8+vjICbg3OA+5u2eBr",
-	"IOGBVfRg5DwICf+jKl0brp4GMTf0iQgjfh7kbgn8D62auVB529WEq+ek48/u/80ugLws5389ntm7nnCz",
-	"JWZIdxAZERgtR+SKnoxOfrii7v4r8BvdcofhH+nmzFrQ+ObfP0yOX1x/d3U18h++CdxoPibva+bkgaj2",
-	"pvpz07y3EnqdybfGdyURca6LiJ/CR6Qa/EfEiE++xvgpPCmn8CNvhDacIqUPIKqfkrrAKXRaTl2n43Gq",
-	"YpYmytjpj5MfJ3Rzvfl3AAAA//8=",
+	"7Frvbhs3En+VAa9AHHQtyXHSNuonJ00vBpomcNxPkU+gliOJ9S65Ibm2lEDAPcQ94T3JgeT+F1eWAjt3",
+	"h+ZLstYO/8z/38zsZxLLNJMChdFk/JlkVNEUDSr31ythuFmf/2KfuSBjklGzJBERNEUyJpyRiCj8mHOF",
+	"jIyNyjEiOl5iSu2KlK5+Q7EwSzJ+8uyHiKRclH+fRMSsM7uHNoqLBdlsouK0S/d78Dy3ZNeJ3ymckzH5",
+	"27Bmaujf6uHvkqHbe2PPUqgzKTQ6Nt8pOUswtY+xFAaFsY80yxIeU8OlGGae4vs/tRT23X5Hlvu6Exnq",
+	"WPHMbkfG5OLXl/D86bMfodgZGBrKEz1wkig2sPu/pIJxRo2TSaZkhspwf23O7L8dOdrFUjnquVQpNWRM",
+	"5omkhlQiF3k6Q2VJjbxG4fcymOq7+Lm05Bc4d0v9XlQpuq7/3lsFTS1+KBXr7Mlf/6o6Qc7+xNjYI16x",
+	"BZbWgSJP7UqeZgq1tkKNSJzw+JpEhDI2NXIaU2W5znIVL6m2B8RS3KAqqLkwqFAbtKcKaaatH7iYxjTN",
+	"KF9YWjmfUnZjRa9R2T2VTKVBXRIaXEi19oQzRYXdYc4V6gYjtYacoXPUF/gxR222NYsFwd6a8a5j9065",
+	"OPcrTrpK6gi9OiQoa7/h1s2oMT40UMa4tWWavGsRbDG7tbU324OCQ0QMrsyO7fe1u4jcYGykagl2Dz/Z",
+	"JcfaeIOCvCnCSVuOzKt9160LR/PiakePc4ZpJg2KeA3XuB6QaEue22FBxXue6DNB+8Q/BF9BypOEa4yl",
+	"YDoCqYAKsIHs9PT0OfiT7FWkwLdzMv7QkCwX5oentWStpy2caBs0NsgdG54i2br91Z6KriLEJiK3yBdL",
+	"4zmZ0zwxzrC2dJ1ywVMbS0Zbeu/o2QowcoqLSp0b3a/zHd59U2bb/XzbWdBhru1PCN3tV54YVNsKfiFl",
+	"glTA3L0HeYMKKAPr73yWG9QDeLWisUnWIAWCnAMVDIbWCoYgpIGhox1MxFm1ZAx10IygDKf2ycfLCFys",
+	"jEAbavLSpNYwV4iQ0BkmzronwkfcZhgSbG/5FRwHcpa9cDCo4Mfgz1y0Du0LddX+joVtUZ91GPwZDGqj",
+	"a1nDxC8dT/LR6DS+xrV7wAkZkIBnC2n2l0En9n2J4EJB/TXSxMaerq17zQak1XUuTxey2HOxQG0uUDsf",
+	"3gqkuUdpGAha3g+BKZllyGCGMc01glkiV8AZ3FINNFFI2Rq0kQrZIBSjWum4c0LxZvfyyt+D19u1VHtL",
+	"bK/7TS5A2+AiYgQfrKw/miXCjJp4abe6M/L2gYHqulFTtGG9eLikLwos3YNj1numnVQyTKYlPgv6133B",
+	"1RDzFr21r1AdGOL+jSV9X1l3B5kLhqup5p+wwUdDrSkaxeN9cNQWBqlv4Oy2QTrzEdzRKsoFsik1LXyz",
+	"I8MWa+xzIF7NaHy9UDIXDEoyULkAroELW8IsLAhvmHDjLv0K7WjB8xOSdYXfGsA/90CcWqTdAOpdlM7y",
+	"2DiKCqGX8DzjK0yC8LxRDnZijavRelKDNlTEGH5p/G4dEGeNpHRcOZ+jYFaulthKlXpnjuB2icLSKLTy",
+	"lgJ7QkU30jbeGW4S3AmfK4xE6EzmZjxLqLgm0R0q8/tGu6K39b+eyvXQEuB+KszwJY3ieIO9kM21BVZm",
+	"2hfKLzBGYcC/LnV6lEmt+SxZAxVSrFOZ68dg7fZn0CqGlK5hhiBTbgwyi33wY04Tt9RSWTUfCBDpqgSI",
+	"o9FoG4/gKk5yhlONKFpK932Ubd/FVZZQ3qad00QHiecVstwPVFy3sbm9cEpXHoz7+1fY/CRk8B9zVOtt",
+	"VbzNfDi1yOpWKqbhaLmeKc5AeS3T5HEQRrmIsk+q2uy0oL5cGJeNnP0TWN37CYDLuUK9nJaXbsvgsjAh",
+	"h3AwnSFj1sJcGIF5soajWCbMwm5lHofD9l3ZuONf3czZ4DbkcO95yhOqzk0ozN5DX+vhm1EFB/eEfSpz",
+	"2MsumtILWMaBqutFP/4uIeYdsjoXcxkw8yVPmMIvrZS2KBO8ab1pBICMqqK3sm0rNM0SnKbW9tX+gu3p",
+	"bfYDOQcQ7xaxJyuZKTbsFWwwZX6RhKrrtcPDxK8ZxJLhhIRiYd08ucvZdnIaZNECyLM4xswgCzQYG28C",
+	"UQm1pgu8W+LVNttXcGVVnCtu1u+t3v25M6QK1Vnui1hnEO5s93PN9tKYzPfzeWH+bdFWIfuYNhIOzKXr",
+	"pmhU1r0G4GtaKKsu10vx4CHyCNtG6olYclRUxUse0wTK9jQ4PwVP04DmkdulOBOBMu2OvRbyVkQT4fKF",
+	"77AUYMSlCA1zJVOg8IIujuX8+A1SB++dIsEVMoOJeKWUVBqoQuibXMBR38Dkse/gFCCUvD6/gH//81/w",
+	"uslcWUzCRSkz0igdyMlgNBi59kWGgmacjMnpYDQ4tTiemqXT4HDpehCf7PMCnfFaw3L3OWf24OJ9Z/rz",
+	"ZDTaMfk5bOJTtEECA5+zhN+42dMmIsNG/Re86Zvi/Z03taB0WGG0+o5d59i6TnmC84Y8TamFUrbySdEs",
+	"MddQXBGO3mYoLjFB+8MacJVJZVA99oOqoSva+kV+4V//VyTuzrY282x02rdLda3mrM7ydXMybHZ9MqkD",
+	"3L2T2ryqGyfKVw8vpC/L74W97qho0w50FrhvHlC6rd5bQMbvXe/KCvmpP3VPIVv6k8PoT04PpH92GP2T",
+	"5wfRPzuQ3wONsM5RbpDSzE4frjZXTaf9I9OoTNkvsMVnlVaOaJIcS3UspFlysSidtmHcw882VGyGnznb",
+	"DMsM0x+Y/o6mavu52Ft/LfAhzFxNMmzM9zfRntTnvxDL7QMaeLeJGbDymuWvYeijp//nhltZpi1DfXXx",
+	"SHfxRYVmfI8VbrlZ+pGIvsNKta9+dtloUSB9NQuNis9VfEui/l6FqgWaaVFQHvyZSs+u1629qgbKk8P6",
+	"Jw/qVd3iOJQ5PEkVq7651kGu9btNCM0KQs6Bgjc4sLou6wO9pApZ0QSyjqczGmPDxaqO5g6MU06EHgTh",
+	"tIbl3/DNN3zTwTdnWYaCtfCNb7N30E0EvPwsxsBs7amAswbqcZXzrsThpnoPWa40x4ahssyV9sU45Uus",
+	"6CAtbyVrjerGxggnp0caigI8qqd+hqfo+gxFfdiR7dAR9kcT1/zpEfKTexNyu8UUKsard1+SRJ7/RRzv",
+	"UvHFApXzvOD8t1Z+2XXq13w5IHlZDwYeJp90Z3lfOaNsDYIC5teQwf8i6vnLZaLK4ivFVN1T6pqkEVDw",
+	"/VM3VfNfPtZ91GI6XLuDr2mGn93/m10J57Lol3fqlM44z/ViqYZ24z4CHCwGMCEng5Mf/bdhoY/mixP6",
+	"v5rPqDGo7Mp/fBgdP7/6fjIZ+IfvAl8APGTdUM+VAl7jRfWtTDjEoN8K7FTaj7SvsiNwphSBn6JFUA7u",
+	"ItD8k8/xfooGxRRt4JXSTB+2RA1kED/lcIacq6SYmoyHw0TGNFlKbcY/jX4akc3V5j8BAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -1,0 +1,68 @@
+package serving
+
+import (
+	"context"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// BenchmarkRetrieve measures POST /v1/retrieve in process (router and
+// middleware included) on a tiny trained model: a known user served from
+// the snapshot, and an anonymous user embedded on the fly.
+func BenchmarkRetrieve(b *testing.B) {
+	env := newBenchEnv(b)
+	for _, bc := range []struct{ name, body string }{
+		{"known", `{"user":{"type":"user","id":"u3"},"k":20}`},
+		{"anonymous", `{"context_events":[{"dst":{"type":"ad","id":"ad2"},"type":"click","ts":1700000000000}],"k":20}`},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				req := httptest.NewRequest("POST", "/v1/retrieve", strings.NewReader(bc.body))
+				req.Header.Set("Content-Type", "application/json")
+				rec := httptest.NewRecorder()
+				env.Handler().ServeHTTP(rec, req)
+				if rec.Code != 200 {
+					b.Fatalf("status %d: %s", rec.Code, rec.Body)
+				}
+			}
+		})
+	}
+}
+
+func newBenchEnv(b *testing.B) *Server {
+	b.Helper()
+	dir := b.TempDir()
+	log, store, _, err := OpenStore(context.Background(), eventlogOptions(dir), graphOptions())
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv, err := New(Options{RatePerSecond: -1}, log, store)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { srv.Close() })
+	w := newWorld(200, 400, 20, 5)
+	ents, err := decodeEntities(mustJSON(b, map[string]any{"entities": w.entities}), 1<<20)
+	if err != nil {
+		b.Fatal(err)
+	}
+	evs, err := decodeEvents(mustJSON(b, map[string]any{"events": w.events}), 1<<20)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := srv.Ingest(ctx, eventlogBatch(ents, evs)); err != nil {
+		b.Fatal(err)
+	}
+	tr, err := srv.AttachTrainer(TrainerOptions{Job: NewTrainJob(store, JobOptions{DataDir: dir, Train: tinyTrain(),
+		Build: BuildOptions{Quantizer: tinyQuantizer()}})})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := tr.RunOnce(ctx); err != nil {
+		b.Fatal(err)
+	}
+	return srv
+}

@@ -1,0 +1,76 @@
+package serving
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+)
+
+// FuzzDecodeEvents checks that the events decoder never panics, that what it
+// accepts is valid and re-decodes to the same events, and that what it
+// refuses maps to a 4xx problem.
+func FuzzDecodeEvents(f *testing.F) {
+	for _, s := range []string{
+		`{"events":[` + goodEvent + `]}`,
+		`{"events":[{"src":{"type":"user","id":1},"dst":{"type":"ad","id":"a"},"type":"click","ts":"2024-01-02T03:04:05Z","weight":0.5}]}`,
+		`{"events":[{"src":{"type":"usr","id":"1"},"dst":{"type":"ad","id":"2"},"type":"click","ts":1}]}`,
+		`{"events":[null,{}]}`, `{"events":5}`, `[]`, `{"events":[{"src":{"type":"user","id":"1"}}]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		evs, err := decodeEvents(body, 100)
+		if err != nil {
+			if status, _, _ := classify(err); status < 400 || status >= 500 {
+				t.Fatalf("decode error %v maps to status %d, want 4xx", err, status)
+			}
+			var ie *ItemError
+			if errors.As(err, &ie) && (ie.Index < 0 || ie.Field != "events") {
+				t.Fatalf("item error %+v", ie)
+			}
+			return
+		}
+		for i := range evs {
+			if err := evs[i].Validate(); err != nil {
+				t.Fatalf("accepted invalid event %d: %v", i, err)
+			}
+		}
+		again, err := json.Marshal(map[string]any{"events": evs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs2, err := decodeEvents(again, 100)
+		if err != nil || len(evs2) != len(evs) {
+			t.Fatalf("re-decode of %s: %v", again, err)
+		}
+		for i := range evs {
+			if evs[i] != evs2[i] {
+				t.Fatalf("round trip changed event %d: %+v -> %+v", i, evs[i], evs2[i])
+			}
+		}
+	})
+}
+
+// FuzzDecodeEntities is FuzzDecodeEvents for entities.
+func FuzzDecodeEntities(f *testing.F) {
+	for _, s := range []string{
+		`{"entities":[{"type":"ad","id":"a1","text":"t","attrs":{"k":"v","n":3,"b":true},"vector":[0.5,1]}]}`,
+		`{"entities":[{"type":"movie","id":"m"}]}`, `{"entities":[{"type":"ad"}]}`, `{"entities":[]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		ents, err := decodeEntities(body, 100)
+		if err != nil {
+			if status, _, _ := classify(err); status < 400 || status >= 500 {
+				t.Fatalf("decode error %v maps to status %d, want 4xx", err, status)
+			}
+			return
+		}
+		for i := range ents {
+			if err := ents[i].Validate(); err != nil {
+				t.Fatalf("accepted invalid entity %d: %v", i, err)
+			}
+		}
+	})
+}

@@ -1,0 +1,85 @@
+// Package serving is HIR's REST layer (DESIGN §8): a [Server] implementing
+// the chi server interface generated from openapi.yaml ([api.ServerInterface])
+// over the event log, the graph store and the served model+index
+// [Snapshot].
+//
+// # Example
+//
+//	log, store, _, err := serving.OpenStore(ctx, eventlog.Options{Dir: "data/log"}, graph.Options{})
+//	if err != nil {
+//		return err
+//	}
+//	srv, err := serving.New(serving.Options{Logger: logger, APIKeys: keys}, log, store)
+//	if err != nil {
+//		return err
+//	}
+//	if _, err := srv.AttachTrainer(serving.TrainerOptions{
+//		Job:   serving.NewTrainJob(store, serving.JobOptions{DataDir: "data"}),
+//		Every: time.Hour,
+//	}); err != nil {
+//		return err
+//	}
+//	ln, err := net.Listen("tcp", ":8080")
+//	if err != nil {
+//		return err
+//	}
+//	return srv.Run(ctx, ln) // until ctx is done, then a graceful shutdown
+//
+// # Sections
+//
+// Middleware, outermost first, each a func(http.Handler) http.Handler
+// closure: request id (X-Request-Id), observation (one server span per
+// request continuing a W3C traceparent, the latency histogram by route, one
+// slog access-log line), recoverer (a panic becomes a 500 problem),
+// identification (API key, else client IP), token-bucket rate limiting per
+// identity (429 with Retry-After), bearer API-key auth for POST
+// /v1/entities, /v1/events and /v1/model/train (and reads with
+// [Options.ReadAuth]), body size limit (413), and a per-request deadline.
+//
+// Errors: every failure goes through one writeProblem, which maps the
+// package's sentinels ([ErrNoSnapshot], [ErrBadRequest], [ErrNotFound], ...),
+// JSON decoding errors and the graph's validation errors to an RFC 9457
+// application/problem+json body. A batch item's error is an [ItemError]:
+// its message names the item (`events[3]: src: unknown node type: "usr"`)
+// and the problem's "item" member holds its index. A 5xx detail never
+// carries internal error text.
+//
+// Ingestion: POST /v1/entities and /v1/events decode the whole batch
+// strictly into graph.Entity / graph.Event (unknown fields refused), append
+// it to the event log as one batch (atomic, fsynced group commit) and only
+// then apply it to the graph store; events are idempotent by id (the log
+// and the store drop the same duplicates). When a model is served, the ads a
+// batch creates or re-links are embedded at once (cold start) and upserted
+// into the live index, and their text into the keyword index.
+//
+// Snapshots: the served [Snapshot] (model, ad index, per-type embedding
+// matrices, token catalogue) sits in an atomic.Pointer; each request loads
+// it once. Before the first one, retrieval, interests, similar and tokens
+// answer 503 and /readyz is not ready; ingestion works regardless.
+//
+// Retrieval: a known user with enough events is served its snapshot
+// embedding; a user with few events, or unknown to the snapshot, is
+// embedded on the fly (cached per model version and node degree); a request
+// with context_events (a fresh or anonymous user) is embedded from a
+// virtual subgraph of those events. The embedding's query bag feeds the
+// token index with the filter and, by default, the user's seen ads
+// excluded; keywords (query) restrict the candidates to the keyword index's
+// hits. Spans: embed, keywords, candidates_rerank.
+//
+// Training: a [Trainer] attached with [Server.AttachTrainer] runs a
+// [TrainJob] on a schedule or on POST /v1/model/train (202; 409 while one
+// runs) and publishes the snapshot it returns. [NewTrainJob] is the
+// standard job: train from the last checkpoint, validate the candidate and
+// the serving model on the latest time window, refuse a regression, then
+// [BuildSnapshot]. Requests in flight keep the snapshot they loaded.
+//
+// Shutdown: [Server.Run] serves until its context is done, then drains
+// in-flight requests under [Options.ShutdownTimeout], stops the trainer and
+// closes the event log.
+//
+// Telemetry: OpenTelemetry metrics exported with the Prometheus exporter at
+// GET /metrics: hir_http_request_duration_seconds, hir_retrieve_candidates,
+// hir_retrieve_stage_duration_seconds, hir_ingest_items_total,
+// hir_trainer_runs_total, hir_index_size, hir_model_trained_at_seconds
+// (version label), hir_trainer_loss and hir_ready.
+package serving

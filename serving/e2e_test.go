@@ -1,0 +1,391 @@
+package serving
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/hir-ads/hir/api"
+)
+
+// waitModel polls GET /v1/model until the served version differs from old.
+func waitModel(t *testing.T, env *testEnv, old string, tr *Trainer) string {
+	t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for time.Now().Before(deadline) {
+		res, err := env.client.GetModelWithResponse(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := res.JSON200; m != nil && m.Ready && m.Version != nil && *m.Version != old {
+			return *m.Version
+		}
+		if tr.Rounds() > 0 && !tr.Running() && tr.LastErr() != nil {
+			t.Fatalf("training failed: %v", tr.LastErr())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("no model other than %q within the deadline", old)
+	return ""
+}
+
+func TestEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains a model twice")
+	}
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	defer tp.Shutdown(context.Background())
+	env := newEnv(t, Options{TracerProvider: tp})
+	ctx := context.Background()
+	w := newWorld(24, 40, 12, 3)
+	env.ingest(w)
+
+	tr, err := env.srv.AttachTrainer(TrainerOptions{Job: NewTrainJob(env.srv.Store(), JobOptions{
+		DataDir: env.dir, Train: tinyTrain(), Tolerance: 1, // never reject here; see the regression check below
+		Build: BuildOptions{Quantizer: tinyQuantizer()},
+	})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	var runWG sync.WaitGroup
+	runWG.Go(func() {
+		if err := tr.Run(runCtx); err != nil {
+			t.Errorf("trainer Run: %v", err)
+		}
+	})
+	defer func() { stop(); runWG.Wait() }()
+
+	// Train: 202, then 409 while it runs.
+	first, err := env.client.TrainModelWithResponse(ctx)
+	if err != nil || first.StatusCode() != http.StatusAccepted || first.JSON202 == nil || !first.JSON202.Accepted {
+		t.Fatalf("train: %v %d %s", err, first.StatusCode(), first.Body)
+	}
+	second, err := env.client.TrainModelWithResponse(ctx)
+	if err != nil || second.StatusCode() != http.StatusConflict || second.ApplicationproblemJSON409 == nil {
+		t.Fatalf("second train: %v %d %s, want 409", err, second.StatusCode(), second.Body)
+	}
+	v1 := waitModel(t, env, "", tr)
+	if v1 != "v1" {
+		t.Errorf("first version = %q, want v1", v1)
+	}
+	if res, err := env.client.ReadyzWithResponse(ctx); err != nil || res.JSON200 == nil {
+		t.Errorf("readyz after training: %v %d", err, res.StatusCode())
+	}
+	m, err := env.client.GetModelWithResponse(ctx)
+	if err != nil || m.JSON200 == nil || m.JSON200.IndexSize == nil || *m.JSON200.IndexSize != 40 ||
+		m.JSON200.Metrics == nil || (*m.JSON200.Metrics)["train_loss"] == 0 {
+		t.Fatalf("model status = %+v (%v)", m.JSON200, err)
+	}
+
+	user := api.Ref{Type: api.User, Id: "u0"}
+	seen := map[string]bool{}
+	for _, ev := range w.events {
+		if ev.Src == user && ev.Dst.Type == api.Ad {
+			seen[ev.Dst.Id] = true
+		}
+	}
+
+	t.Run("retrieve known user", func(t *testing.T) {
+		res, err := env.client.RetrieveCandidatesWithResponse(ctx, api.RetrieveRequest{User: &user, K: ptr(8), Explain: ptr(true)})
+		if err != nil || res.JSON200 == nil {
+			t.Fatalf("retrieve: %v %d %s", err, res.StatusCode(), res.Body)
+		}
+		r := res.JSON200
+		if r.ModelVersion != v1 || len(r.Candidates) != 8 || r.FreshUser == nil || *r.FreshUser {
+			t.Fatalf("response = %+v, want 8 candidates of %s for a known user", r, v1)
+		}
+		explained := 0
+		for i, c := range r.Candidates {
+			if seen[c.Id] {
+				t.Errorf("candidate %s was seen by the user (exclude_seen defaults to true)", c.Id)
+			}
+			if i > 0 && c.Score > r.Candidates[i-1].Score {
+				t.Errorf("candidates not sorted by score: %v", r.Candidates)
+			}
+			if c.Tokens != nil && len(*c.Tokens) > 0 {
+				explained++
+				for _, tk := range *c.Tokens {
+					if !strings.HasPrefix(tk.Token, strings.Split(tk.Token, ".")[0]+".") || tk.Weight == nil {
+						t.Errorf("token %+v is not level.code with a weight", tk)
+					}
+				}
+			}
+		}
+		if explained == 0 {
+			t.Errorf("no candidate explained by matched tokens: %s", res.Body)
+		}
+		// exclude_seen false lets seen ads back in (k = all ads).
+		all, err := env.client.RetrieveCandidatesWithResponse(ctx, api.RetrieveRequest{User: &user, K: ptr(1000), ExcludeSeen: ptr(false)})
+		if err != nil || all.JSON200 == nil || len(all.JSON200.Candidates) != 40 {
+			t.Fatalf("retrieve all: %v %s", err, all.Body)
+		}
+	})
+
+	t.Run("filter", func(t *testing.T) {
+		camp := "camp1"
+		active := "active"
+		f := api.Filter{And: &[]api.Filter{{Attr: ptr("campaign"), Eq: &camp}, {Attr: ptr("status"), Eq: &active}}}
+		res, err := env.client.RetrieveCandidatesWithResponse(ctx, api.RetrieveRequest{User: &user, K: ptr(100), Filter: &f, ExcludeSeen: ptr(false)})
+		if err != nil || res.JSON200 == nil {
+			t.Fatalf("retrieve: %v %s", err, res.Body)
+		}
+		want := 0
+		for _, e := range w.entities {
+			if w.adTopic[e.Id] == 1 && (*e.Attrs)["status"] == "active" {
+				want++
+			}
+		}
+		if len(res.JSON200.Candidates) != want {
+			t.Errorf("filtered candidates = %d, want %d", len(res.JSON200.Candidates), want)
+		}
+		for _, c := range res.JSON200.Candidates {
+			if w.adTopic[c.Id] != 1 {
+				t.Errorf("candidate %s is not in camp1", c.Id)
+			}
+		}
+	})
+
+	t.Run("keywords", func(t *testing.T) {
+		res, err := env.client.RetrieveCandidatesWithResponse(ctx, api.RetrieveRequest{Query: ptr("espresso latte"), K: ptr(50)})
+		if err != nil || res.JSON200 == nil || len(res.JSON200.Candidates) == 0 {
+			t.Fatalf("keyword retrieve: %v %s", err, res.Body)
+		}
+		for _, c := range res.JSON200.Candidates {
+			if w.adTopic[c.Id] != 1 {
+				t.Errorf("keyword candidate %s is of topic %d, want 1 (coffee)", c.Id, w.adTopic[c.Id])
+			}
+		}
+	})
+
+	t.Run("anonymous and fresh users", func(t *testing.T) {
+		ctxEvents := []api.Event{apiEvent("", api.User, "_anonymous", api.Ad, "ad2", api.Click, worldT0+40*86400000),
+			apiEvent("", api.User, "_anonymous", api.Ad, "ad6", api.Click, worldT0+40*86400001)}
+		for i := range ctxEvents {
+			ctxEvents[i].Id = nil
+		}
+		res, err := env.client.RetrieveCandidatesWithResponse(ctx, api.RetrieveRequest{ContextEvents: &ctxEvents, K: ptr(10)})
+		if err != nil || res.JSON200 == nil {
+			t.Fatalf("anonymous retrieve: %v %s", err, res.Body)
+		}
+		if !*res.JSON200.FreshUser || len(res.JSON200.Candidates) != 10 {
+			t.Errorf("anonymous: %+v, want 10 fresh candidates", res.JSON200)
+		}
+		for _, c := range res.JSON200.Candidates {
+			if c.Id == "ad2" || c.Id == "ad6" {
+				t.Errorf("anonymous result holds context ad %s", c.Id)
+			}
+		}
+		newbie := api.Ref{Type: api.User, Id: "newbie"}
+		for i := range ctxEvents {
+			ctxEvents[i].Src = newbie
+		}
+		res, err = env.client.RetrieveCandidatesWithResponse(ctx, api.RetrieveRequest{User: &newbie, ContextEvents: &ctxEvents})
+		if err != nil || res.JSON200 == nil || !*res.JSON200.FreshUser {
+			t.Fatalf("fresh user retrieve: %v %s", err, res.Body)
+		}
+		res, err = env.client.RetrieveCandidatesWithResponse(ctx, api.RetrieveRequest{User: &newbie})
+		if err != nil || res.ApplicationproblemJSON404 == nil {
+			t.Errorf("unknown user without context: %v %d, want 404", err, res.StatusCode())
+		}
+	})
+
+	var someToken string
+	t.Run("interests", func(t *testing.T) {
+		for _, ref := range []api.Ref{user, {Type: api.Ad, Id: "ad3"}, {Type: api.Campaign, Id: "camp0"}} {
+			res, err := env.client.GetInterestsWithResponse(ctx, ref.Type, ref.Id)
+			if err != nil || res.JSON200 == nil {
+				t.Fatalf("interests %v: %v %s", ref, err, res.Body)
+			}
+			if res.JSON200.Entity != ref || res.JSON200.ModelVersion != v1 || len(res.JSON200.Tokens) == 0 {
+				t.Errorf("interests of %v = %+v", ref, res.JSON200)
+			}
+			someToken = res.JSON200.Tokens[0].Token
+		}
+		res, err := env.client.GetInterestsWithResponse(ctx, api.User, "nobody")
+		if err != nil || res.ApplicationproblemJSON404 == nil {
+			t.Errorf("unknown entity: %v %d, want 404", err, res.StatusCode())
+		}
+	})
+
+	t.Run("similar", func(t *testing.T) {
+		tests := []struct {
+			src    api.Ref
+			target *api.NodeType
+			k      int
+			want   int
+		}{
+			{api.Ref{Type: api.Ad, Id: "ad0"}, nil, 5, 5},
+			{user, ptr(api.Ad), 7, 7},
+			{user, nil, 30, 23}, // every other user
+			{api.Ref{Type: api.Ad, Id: "ad0"}, ptr(api.Campaign), 10, 4},
+		}
+		for _, tc := range tests {
+			res, err := env.client.GetSimilarWithResponse(ctx, tc.src.Type, tc.src.Id, &api.GetSimilarParams{TargetType: tc.target, K: &tc.k})
+			if err != nil || res.JSON200 == nil {
+				t.Fatalf("similar %v: %v %s", tc.src, err, res.Body)
+			}
+			items := res.JSON200.Items
+			if len(items) != tc.want {
+				t.Errorf("similar %v -> %v: %d items, want %d", tc.src, tc.target, len(items), tc.want)
+			}
+			for i, it := range items {
+				if it.Id == tc.src.Id && it.Type == tc.src.Type {
+					t.Errorf("similar %v lists itself", tc.src)
+				}
+				if i > 0 && it.Score > items[i-1].Score {
+					t.Errorf("similar items not sorted: %v", items)
+				}
+			}
+		}
+	})
+
+	t.Run("tokens", func(t *testing.T) {
+		res, err := env.client.GetTokenWithResponse(ctx, someToken)
+		if err != nil || res.JSON200 == nil {
+			t.Fatalf("token %s: %v %s", someToken, err, res.Body)
+		}
+		if res.JSON200.Token != someToken || res.JSON200.SampleMembers == nil {
+			t.Errorf("token = %+v", res.JSON200)
+		}
+		if res.JSON200.Size != len(*res.JSON200.SampleMembers) && len(*res.JSON200.SampleMembers) != sampleMembers {
+			t.Errorf("token size %d with %d sample members", res.JSON200.Size, len(*res.JSON200.SampleMembers))
+		}
+		coarse, err := env.client.GetTokenWithResponse(ctx, "0.0")
+		if err != nil || coarse.JSON200 == nil || coarse.JSON200.Children == nil || len(*coarse.JSON200.Children) == 0 &&
+			coarse.JSON200.Parent != nil {
+			t.Errorf("coarse token: %v %s", err, coarse.Body)
+		}
+		missing, err := env.client.GetTokenWithResponse(ctx, "9.9999")
+		if err != nil || missing.ApplicationproblemJSON404 == nil {
+			t.Errorf("unknown token: %v %d, want 404", err, missing.StatusCode())
+		}
+	})
+
+	t.Run("fresh ad is retrievable at once", func(t *testing.T) {
+		text := "espresso grinder barista"
+		ent := api.Entity{Type: api.Ad, Id: "ad-new", Text: &text, Attrs: &map[string]string{"status": "launch"}}
+		if res, err := env.client.PostEntitiesWithResponse(ctx, api.EntitiesRequest{Entities: []api.Entity{ent}}); err != nil || res.JSON200 == nil {
+			t.Fatalf("post ad: %v", err)
+		}
+		ev := apiEvent("s-ad-new", api.Ad, "ad-new", api.Campaign, "camp1", api.InCampaign, worldT0+50*86400000)
+		if res, err := env.client.PostEventsWithResponse(ctx, api.EventsRequest{Events: []api.Event{ev}}); err != nil || res.JSON200 == nil {
+			t.Fatalf("post structure edge: %v", err)
+		}
+		launch := "launch"
+		res, err := env.client.RetrieveCandidatesWithResponse(ctx, api.RetrieveRequest{User: &user,
+			Filter: &api.Filter{Attr: ptr("status"), Eq: &launch}})
+		if err != nil || res.JSON200 == nil {
+			t.Fatalf("retrieve: %v %s", err, res.Body)
+		}
+		if len(res.JSON200.Candidates) != 1 || res.JSON200.Candidates[0].Id != "ad-new" {
+			t.Errorf("candidates = %+v, want the fresh ad", res.JSON200.Candidates)
+		}
+		camp := "camp1"
+		res, err = env.client.RetrieveCandidatesWithResponse(ctx, api.RetrieveRequest{User: &user, K: ptr(100), ExcludeSeen: ptr(false),
+			Filter: &api.Filter{Attr: ptr("campaign"), Eq: &camp}})
+		if err != nil || res.JSON200 == nil || !slices.ContainsFunc(res.JSON200.Candidates, func(c api.Candidate) bool { return c.Id == "ad-new" }) {
+			t.Errorf("fresh ad missing from its campaign's candidates: %v %s", err, res.Body)
+		}
+		kw, err := env.client.RetrieveCandidatesWithResponse(ctx, api.RetrieveRequest{Query: ptr("barista"), K: ptr(100)})
+		if err != nil || kw.JSON200 == nil || !slices.ContainsFunc(kw.JSON200.Candidates, func(c api.Candidate) bool { return c.Id == "ad-new" }) {
+			t.Errorf("fresh ad missing from keyword candidates: %v %s", err, kw.Body)
+		}
+	})
+
+	t.Run("metrics and traces", func(t *testing.T) {
+		res, err := env.client.MetricsWithResponse(ctx)
+		if err != nil || res.StatusCode() != 200 {
+			t.Fatalf("metrics: %v", err)
+		}
+		body := string(res.Body)
+		for _, want := range []string{`hir_http_request_duration_seconds_bucket{http_request_method="POST",http_response_status_code="200",http_route="/v1/retrieve"`,
+			`hir_retrieve_candidates_bucket`, `hir_retrieve_stage_duration_seconds_count{stage="embed"}`,
+			`hir_index_size`, `hir_model_trained_at_seconds{version="v1"}`, `hir_trainer_loss`, `hir_ready 1`,
+			`hir_trainer_runs_total{outcome="published"} 1`, `hir_ingest_items_total{kind="event"}`} {
+			if !strings.Contains(body, want) {
+				t.Errorf("metrics lack %s", want)
+			}
+		}
+		names := map[string]bool{}
+		for _, s := range rec.Ended() {
+			names[s.Name()] = true
+		}
+		for _, want := range []string{"POST /v1/retrieve", "embed", "candidates_rerank", "keywords", "ingest", "train"} {
+			if !names[want] {
+				t.Errorf("no span %q among %v", want, names)
+			}
+		}
+	})
+
+	// Swap under load: retrieve continuously while the second version is
+	// trained and published; no request may fail.
+	t.Run("swap under load", func(t *testing.T) {
+		var failures, okV1, okV2 atomic.Int64
+		var firstErr atomic.Value
+		done := make(chan struct{})
+		var wg sync.WaitGroup
+		for g := range 3 {
+			wg.Go(func() {
+				u := api.Ref{Type: api.User, Id: []string{"u1", "u2", "u3"}[g]}
+				for {
+					select {
+					case <-done:
+						return
+					default:
+					}
+					res, err := env.client.RetrieveCandidatesWithResponse(ctx, api.RetrieveRequest{User: &u, K: ptr(10)})
+					switch {
+					case err != nil || res.JSON200 == nil:
+						failures.Add(1)
+						firstErr.CompareAndSwap(nil, errors.New(string(res.Body)))
+					case res.JSON200.ModelVersion == v1:
+						okV1.Add(1)
+					default:
+						okV2.Add(1)
+					}
+				}
+			})
+		}
+		if err := tr.Trigger(); err != nil {
+			t.Fatal(err)
+		}
+		v2 := waitModel(t, env, v1, tr)
+		deadline := time.Now().Add(10 * time.Second)
+		for okV2.Load() < 5 && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		close(done)
+		wg.Wait()
+		if failures.Load() > 0 {
+			t.Errorf("%d requests failed during the swap; first: %v", failures.Load(), firstErr.Load())
+		}
+		if v2 != "v2" || okV1.Load() == 0 || okV2.Load() == 0 {
+			t.Errorf("served %d requests on v1 and %d on %s; want some on each", okV1.Load(), okV2.Load(), v2)
+		}
+		// The fresh ad survives the rebuild (it is in the graph).
+		if n := env.srv.Snapshot().IndexSize(); n != 41 {
+			t.Errorf("index size after rebuild = %d, want 41", n)
+		}
+	})
+
+	t.Run("regression gate", func(t *testing.T) {
+		job := NewTrainJob(env.srv.Store(), JobOptions{DataDir: env.dir, Train: tinyTrain(), Tolerance: -1,
+			Build: BuildOptions{Quantizer: tinyQuantizer()}, Log: io.Discard})
+		_, _, err := job(ctx, env.srv.Snapshot())
+		if !errors.Is(err, ErrRegressed) {
+			t.Errorf("job with an impossible bar: err = %v, want ErrRegressed", err)
+		}
+	})
+}

@@ -1,0 +1,131 @@
+package serving
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/hir-ads/hir/api"
+	"github.com/hir-ads/hir/eventlog"
+	"github.com/hir-ads/hir/graph"
+)
+
+// OpenStore opens (or creates) the event log in opts.Dir and replays it into
+// a new graph store: the state a [Server] starts from. The caller owns the
+// returned log (hand it to [New]).
+func OpenStore(ctx context.Context, opts eventlog.Options, storeOpts graph.Options) (*eventlog.Log, *graph.Store, eventlog.OpenReport, error) {
+	store := graph.NewStore(storeOpts)
+	log, rep, err := eventlog.Open(ctx, opts, func(b eventlog.Batch) error {
+		return applyBatch(store, b.Entities, b.Events)
+	})
+	if err != nil {
+		return nil, nil, rep, fmt.Errorf("open event log: %w", err)
+	}
+	return log, store, rep, nil
+}
+
+// applyBatch applies a stored batch to store: entities first (so events find
+// their content), then events. Duplicate event ids are skipped by the store.
+func applyBatch(store *graph.Store, ents []graph.Entity, evs []graph.Event) error {
+	for i := range ents {
+		if _, err := store.UpsertEntity(ents[i]); err != nil {
+			return fmt.Errorf("apply entity %s: %w", ents[i].Ref(), err)
+		}
+	}
+	for i := range evs {
+		if _, err := store.AddEvent(evs[i]); err != nil {
+			return fmt.Errorf("apply event %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// PostEntities upserts a batch of entities, all or nothing.
+func (s *Server) PostEntities(w http.ResponseWriter, r *http.Request) {
+	body, err := readJSONBody(r)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	ents, err := decodeEntities(body, s.opts.MaxBatchItems)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	res, err := s.Ingest(r.Context(), eventlog.Batch{Entities: ents})
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// PostEvents appends a batch of events, all or nothing, idempotent by id.
+func (s *Server) PostEvents(w http.ResponseWriter, r *http.Request) {
+	body, err := readJSONBody(r)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	evs, err := decodeEvents(body, s.opts.MaxBatchItems)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	res, err := s.Ingest(r.Context(), eventlog.Batch{Events: evs})
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// Ingest stores b durably as one event-log batch (atomic, fsynced group
+// commit), then applies it to the graph store, then indexes the ads it
+// touched into the live index when a model is served. The batch must be
+// valid; an invalid one is refused whole before anything is stored.
+func (s *Server) Ingest(ctx context.Context, b eventlog.Batch) (api.IngestResult, error) {
+	if s.draining.Load() {
+		return api.IngestResult{}, ErrShuttingDown
+	}
+	ctx, span := s.tel.tracer.Start(ctx, "ingest")
+	defer span.End()
+	span.SetAttributes(attribute.Int("hir.entities", len(b.Entities)), attribute.Int("hir.events", len(b.Events)))
+	res, err := s.log.Append(ctx, b)
+	if err != nil {
+		if errors.Is(err, eventlog.ErrInvalidBatch) {
+			return api.IngestResult{}, &statusError{sentinel: ErrBadRequest, msg: err.Error()}
+		}
+		if errors.Is(err, eventlog.ErrBatchTooLarge) {
+			return api.IngestResult{}, &statusError{sentinel: ErrBodyTooLarge, msg: "batch too large for one log record"}
+		}
+		return api.IngestResult{}, fmt.Errorf("append batch: %w", err)
+	}
+	// The batch is durable: apply it even if the client has gone away, so the
+	// in-memory graph matches the log.
+	if err := applyBatch(s.store, b.Entities, b.Events); err != nil {
+		s.logger.Error("stored batch failed to apply to the graph", "seq", res.Seq, "err", err)
+		return api.IngestResult{}, fmt.Errorf("apply batch %d: %w", res.Seq, err)
+	}
+	actx := context.WithoutCancel(ctx)
+	s.tel.ingested.Add(actx, int64(res.Entities), metric.WithAttributes(attribute.String("kind", "entity")))
+	s.tel.ingested.Add(actx, int64(res.Events), metric.WithAttributes(attribute.String("kind", "event")))
+	s.tel.ingested.Add(actx, int64(res.Duplicates), metric.WithAttributes(attribute.String("kind", "duplicate")))
+	if err := s.indexFresh(actx, s.snap.Load(), b); err != nil {
+		// The batch is stored; the ads will be indexed by the next training run.
+		s.logger.Warn("index fresh ads", "seq", res.Seq, "err", err)
+	}
+	out := api.IngestResult{Entities: res.Entities, Events: res.Events, Duplicates: res.Duplicates}
+	if res.Seq != 0 {
+		seq := int64(res.Seq)
+		out.Seq = &seq
+	}
+	s.logger.LogAttrs(ctx, slog.LevelDebug, "ingested", slog.Uint64("seq", res.Seq),
+		slog.Int("entities", res.Entities), slog.Int("events", res.Events), slog.Int("duplicates", res.Duplicates))
+	return out, nil
+}

@@ -1,0 +1,346 @@
+package serving
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+	"golang.org/x/time/rate"
+)
+
+type ctxKey int
+
+const (
+	requestIDKey ctxKey = iota
+	principalKey
+)
+
+// RequestIDHeader is the header that carries the request id in both
+// directions: a sane incoming value is kept, otherwise one is generated.
+const RequestIDHeader = "X-Request-Id"
+
+func requestIDFrom(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey).(string)
+	return id
+}
+
+// requestID tags each request with an id (kept from the client when it is
+// short and printable), echoes it in the response and stores it in the
+// context for logs, spans and problem instances.
+func requestID(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get(RequestIDHeader)
+		if !saneID(id) {
+			var b [8]byte
+			_, _ = rand.Read(b[:])
+			id = hex.EncodeToString(b[:])
+		}
+		w.Header().Set(RequestIDHeader, id)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestIDKey, id)))
+	})
+}
+
+func saneID(id string) bool {
+	if id == "" || len(id) > 64 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if c <= ' ' || c > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+// statusRecorder remembers the status and size of a response.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+}
+
+func (rec *statusRecorder) WriteHeader(code int) {
+	if rec.status == 0 {
+		rec.status = code
+	}
+	rec.ResponseWriter.WriteHeader(code)
+}
+
+func (rec *statusRecorder) Write(b []byte) (int, error) {
+	if rec.status == 0 {
+		rec.status = http.StatusOK
+	}
+	n, err := rec.ResponseWriter.Write(b)
+	rec.bytes += int64(n)
+	return n, err
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (rec *statusRecorder) Unwrap() http.ResponseWriter { return rec.ResponseWriter }
+
+// observe starts a server span per request (continuing a W3C traceparent),
+// records the latency histogram by route, and writes one access-log line.
+func (s *Server) observe(next http.Handler) http.Handler {
+	prop := propagation.TraceContext{}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		ctx := prop.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+		ctx, span := s.tel.tracer.Start(ctx, r.Method+" "+r.URL.Path, trace.WithSpanKind(trace.SpanKindServer),
+			trace.WithAttributes(attribute.String("http.request.method", r.Method),
+				attribute.String("url.path", r.URL.Path),
+				attribute.String("hir.request_id", requestIDFrom(r.Context()))))
+		defer span.End()
+		rec := &statusRecorder{ResponseWriter: w}
+		next.ServeHTTP(rec, r.WithContext(ctx))
+		if rec.status == 0 {
+			rec.status = http.StatusOK
+		}
+		route := r.URL.Path
+		if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
+			route = rc.RoutePattern()
+		} else {
+			route = "unmatched"
+		}
+		span.SetName(r.Method + " " + route)
+		span.SetAttributes(attribute.String("http.route", route), attribute.Int("http.response.status_code", rec.status))
+		if rec.status >= 500 {
+			span.SetStatus(codes.Error, http.StatusText(rec.status))
+		}
+		elapsed := time.Since(start)
+		s.tel.reqDuration.Record(context.WithoutCancel(ctx), elapsed.Seconds(), metric.WithAttributes(
+			attribute.String("http.route", route), attribute.String("http.request.method", r.Method),
+			attribute.Int("http.response.status_code", rec.status)))
+		s.logger.LogAttrs(ctx, accessLevel(rec.status), "http request",
+			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("route", route),
+			slog.Int("status", rec.status), slog.Int64("bytes", rec.bytes), slog.Duration("duration", elapsed),
+			slog.String("request_id", requestIDFrom(r.Context())), slog.String("remote", r.RemoteAddr))
+	})
+}
+
+// recoverer turns a panic in a handler into a logged 500 problem. An
+// http.ErrAbortHandler panic is re-raised, as net/http expects.
+func (s *Server) recoverer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			v := recover()
+			if v == nil {
+				return
+			}
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			s.writeProblem(w, r, fmt.Errorf("recover from panic: %v", v))
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// bodyLimit caps request bodies at max bytes: a declared Content-Length over
+// the cap is refused at once with 413, and reading past the cap fails with
+// *http.MaxBytesError, which writeProblem maps to 413 too.
+func (s *Server) bodyLimit(max int64) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.ContentLength > max {
+				s.writeProblem(w, r, &http.MaxBytesError{Limit: max})
+				return
+			}
+			r.Body = http.MaxBytesReader(w, r.Body, max)
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+// timeout puts a deadline of d on the request context. Handlers pass the
+// context down; when it expires they fail with context.DeadlineExceeded,
+// which writeProblem answers with 503.
+func timeout(d time.Duration) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			ctx, cancel := context.WithTimeout(r.Context(), d)
+			defer cancel()
+			next.ServeHTTP(w, r.WithContext(ctx))
+		})
+	}
+}
+
+// principal is who a request comes from, for rate limiting and logs.
+type principal struct {
+	key     string // "key:<sha256 prefix>" or "ip:<addr>"
+	keyed   bool   // a valid API key was presented
+	present bool   // an Authorization header was present
+}
+
+// authenticate checks the bearer API key, if any, against the configured
+// keys in constant time.
+func (s *Server) authenticate(r *http.Request) principal {
+	h := r.Header.Get("Authorization")
+	if h != "" {
+		tok, ok := strings.CutPrefix(h, "Bearer ")
+		if !ok {
+			tok, ok = strings.CutPrefix(h, "bearer ")
+		}
+		if ok {
+			sum := sha256.Sum256([]byte(strings.TrimSpace(tok)))
+			for _, k := range s.keyHashes {
+				if subtle.ConstantTimeCompare(sum[:], k[:]) == 1 {
+					return principal{key: "key:" + hex.EncodeToString(sum[:6]), keyed: true, present: true}
+				}
+			}
+		}
+		return principal{key: "ip:" + clientIP(r), present: true}
+	}
+	return principal{key: "ip:" + clientIP(r)}
+}
+
+// identify stores the request's principal in its context, for the rate
+// limiter and auth that follow.
+func (s *Server) identify(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := s.authenticate(r)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey, p)))
+	})
+}
+
+func principalFrom(r *http.Request) principal {
+	p, _ := r.Context().Value(principalKey).(principal)
+	return p
+}
+
+func clientIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// writeRoutes are the endpoints that always need an API key (when keys are
+// configured).
+var writeRoutes = map[string]bool{
+	"POST /v1/entities":    true,
+	"POST /v1/events":      true,
+	"POST /v1/model/train": true,
+}
+
+// openRoutes never need a key: probes and the metrics scrape.
+var openRoutes = map[string]bool{
+	"GET /healthz": true,
+	"GET /readyz":  true,
+	"GET /metrics": true,
+}
+
+// auth enforces bearer API keys on write and admin endpoints, and on reads
+// when Options.ReadAuth is set. With no keys configured it lets everything
+// through (a warning is logged at start-up).
+func (s *Server) auth(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := principalFrom(r)
+		if len(s.keyHashes) == 0 {
+			next.ServeHTTP(w, r)
+			return
+		}
+		route := r.Method + " " + r.URL.Path
+		need := writeRoutes[route] || (s.opts.ReadAuth && !openRoutes[route])
+		if (need || p.present) && !p.keyed {
+			// A wrong key is refused even on an open route: it is a client bug.
+			s.writeProblem(w, r, ErrUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// rateLimit applies a token bucket per principal (API key, else client IP)
+// and answers 429 with Retry-After when it is empty.
+func (s *Server) rateLimit(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.limiter == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		p := principalFrom(r)
+		if !s.limiter.allow(p.key, time.Now()) {
+			s.writeProblem(w, r, ErrRateLimited)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// keyedLimiter holds one token bucket per key. Buckets idle for longer than
+// idleTTL are dropped when the table grows past maxKeys, bounding memory
+// under a flood of distinct client addresses. Safe for concurrent use.
+type keyedLimiter struct {
+	limit   rate.Limit
+	burst   int
+	maxKeys int
+	idleTTL time.Duration
+
+	mtx     sync.Mutex
+	buckets map[string]*bucket // mtx must be held
+}
+
+type bucket struct {
+	lim      *rate.Limiter
+	lastSeen time.Time
+}
+
+func newKeyedLimiter(perSecond float64, burst, maxKeys int) *keyedLimiter {
+	return &keyedLimiter{limit: rate.Limit(perSecond), burst: burst, maxKeys: maxKeys,
+		idleTTL: time.Minute, buckets: make(map[string]*bucket)}
+}
+
+func (l *keyedLimiter) allow(key string, now time.Time) bool {
+	l.mtx.Lock()
+	b, ok := l.buckets[key]
+	if !ok {
+		if len(l.buckets) >= l.maxKeys {
+			l.sweepLocked(now)
+		}
+		b = &bucket{lim: rate.NewLimiter(l.limit, l.burst)}
+		l.buckets[key] = b
+	}
+	b.lastSeen = now
+	l.mtx.Unlock()
+	return b.lim.AllowN(now, 1)
+}
+
+// sweepLocked drops idle buckets, or all of them if none is idle (a flood);
+// l.mtx must be held.
+func (l *keyedLimiter) sweepLocked(now time.Time) {
+	for k, b := range l.buckets {
+		if now.Sub(b.lastSeen) > l.idleTTL {
+			delete(l.buckets, k)
+		}
+	}
+	if len(l.buckets) >= l.maxKeys {
+		clear(l.buckets)
+	}
+}
+
+func accessLevel(status int) slog.Level {
+	switch {
+	case status >= 500:
+		return slog.LevelError
+	case status >= 400:
+		return slog.LevelWarn
+	}
+	return slog.LevelInfo
+}

@@ -1,0 +1,120 @@
+package serving
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Defaults applied by [New] to zero fields of [Options].
+const (
+	DefaultMaxBodyBytes    int64         = 8 << 20
+	DefaultRequestTimeout  time.Duration = 10 * time.Second
+	DefaultShutdownTimeout time.Duration = 15 * time.Second
+	DefaultRatePerSecond   float64       = 1000
+	DefaultRateBurst       int           = 2000
+	DefaultMaxRateKeys     int           = 100_000
+	DefaultMaxBatchItems   int           = 50_000
+	DefaultEmbedCacheSize  int           = 100_000
+)
+
+// ErrBadOptions is returned by [New] for invalid options.
+var ErrBadOptions = errors.New("bad serving options")
+
+// Options configures a [Server]. Zero fields take the documented defaults.
+type Options struct {
+	// Logger receives the access log and errors; default: discard.
+	Logger *slog.Logger
+	// TracerProvider creates the request and stage spans; default: no-op.
+	TracerProvider trace.TracerProvider
+
+	// APIKeys are the bearer tokens accepted on write and admin endpoints
+	// (POST /v1/entities, /v1/events, /v1/model/train). When empty, auth is
+	// disabled and New logs a warning.
+	APIKeys []string
+	// ReadAuth makes the read endpoints require a key too (probes and
+	// /metrics stay open).
+	ReadAuth bool
+
+	// MaxBodyBytes caps request bodies (default 8 MiB); larger ones get 413.
+	MaxBodyBytes int64
+	// MaxBatchItems caps the entities or events of one ingest request
+	// (default 50000); more get 413.
+	MaxBatchItems int
+	// RequestTimeout bounds the handling of one request (default 10s).
+	RequestTimeout time.Duration
+	// ShutdownTimeout bounds the drain of in-flight requests (default 15s).
+	ShutdownTimeout time.Duration
+
+	// RatePerSecond and RateBurst shape the token bucket of each API key or,
+	// without a key, each client IP (defaults 1000/s and 2000). A negative
+	// RatePerSecond disables rate limiting.
+	RatePerSecond float64
+	RateBurst     int
+	// MaxRateKeys bounds the number of buckets kept (default 100000).
+	MaxRateKeys int
+
+	// TextIndexDir holds the bleve keyword index of ad text; empty keeps it
+	// in memory, rebuilt from the graph at start-up.
+	TextIndexDir string
+	// MinUserEvents is the number of events below which a user is embedded
+	// on the fly from its current neighbourhood rather than served from the
+	// snapshot (default 3).
+	MinUserEvents int
+
+	// EmbedCacheSize bounds the per-model-version cache of user embeddings
+	// (default 100000 entries).
+	EmbedCacheSize int
+}
+
+func (o *Options) applyDefaults() error {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.MaxBodyBytes == 0 {
+		o.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if o.MaxBatchItems == 0 {
+		o.MaxBatchItems = DefaultMaxBatchItems
+	}
+	if o.RequestTimeout == 0 {
+		o.RequestTimeout = DefaultRequestTimeout
+	}
+	if o.ShutdownTimeout == 0 {
+		o.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if o.RatePerSecond == 0 {
+		o.RatePerSecond = DefaultRatePerSecond
+	}
+	if o.RateBurst == 0 {
+		o.RateBurst = DefaultRateBurst
+	}
+	if o.MaxRateKeys == 0 {
+		o.MaxRateKeys = DefaultMaxRateKeys
+	}
+	if o.MinUserEvents == 0 {
+		o.MinUserEvents = 3
+	}
+	if o.EmbedCacheSize == 0 {
+		o.EmbedCacheSize = DefaultEmbedCacheSize
+	}
+	switch {
+	case o.MaxBodyBytes < 0:
+		return fmt.Errorf("%w: MaxBodyBytes %d < 0", ErrBadOptions, o.MaxBodyBytes)
+	case o.MaxBatchItems < 0:
+		return fmt.Errorf("%w: MaxBatchItems %d < 0", ErrBadOptions, o.MaxBatchItems)
+	case o.RequestTimeout < 0 || o.ShutdownTimeout < 0:
+		return fmt.Errorf("%w: negative timeout", ErrBadOptions)
+	case o.RatePerSecond > 0 && o.RateBurst < 1:
+		return fmt.Errorf("%w: RateBurst %d < 1", ErrBadOptions, o.RateBurst)
+	}
+	for i, k := range o.APIKeys {
+		if len(k) < 8 {
+			return fmt.Errorf("%w: APIKeys[%d] is shorter than 8 characters", ErrBadOptions, i)
+		}
+	}
+	return nil
+}

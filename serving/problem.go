@@ -1,0 +1,248 @@
+package serving
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/hir-ads/hir/api"
+	"github.com/hir-ads/hir/graph"
+	"github.com/hir-ads/hir/index"
+)
+
+// Sentinel errors. Handlers wrap them; writeProblem maps each to its HTTP
+// status. Callers outside the package may test for them with errors.Is.
+var (
+	// ErrNoSnapshot means no model has been trained or loaded yet.
+	ErrNoSnapshot = errors.New("no model trained yet: POST /v1/model/train or wait for the background trainer")
+	// ErrBadRequest marks an invalid request (body, parameter or filter).
+	ErrBadRequest = errors.New("bad request")
+	// ErrNotFound marks an unknown entity, token or route.
+	ErrNotFound = errors.New("not found")
+	// ErrUnauthorized means a missing or wrong bearer API key.
+	ErrUnauthorized = errors.New("missing or invalid API key")
+	// ErrRateLimited means the caller's token bucket is empty.
+	ErrRateLimited = errors.New("rate limit exceeded")
+	// ErrBodyTooLarge means the request body exceeds Options.MaxBodyBytes.
+	ErrBodyTooLarge = errors.New("request body too large")
+	// ErrUnsupportedMediaType means the request body is not application/json.
+	ErrUnsupportedMediaType = errors.New("content type must be application/json")
+	// ErrMethodNotAllowed means the route exists but not for this method.
+	ErrMethodNotAllowed = errors.New("method not allowed")
+	// ErrTrainingInProgress means a training run is already running.
+	ErrTrainingInProgress = errors.New("a training run is already in progress")
+	// ErrNoTrainer means the server has no trainer configured.
+	ErrNoTrainer = errors.New("training is not configured on this server")
+	// ErrShuttingDown means the server is draining and accepts no new work.
+	ErrShuttingDown = errors.New("server is shutting down")
+)
+
+// ItemError is a validation error of one item of a batch request. Its
+// message names the item, as in `events[3]: src: unknown node type "usr"`,
+// and writeProblem reports Index in the problem's "item" member.
+type ItemError struct {
+	Field string // "entities" or "events"
+	Index int
+	Err   error
+}
+
+// Error implements error.
+func (e *ItemError) Error() string { return fmt.Sprintf("%s[%d]: %v", e.Field, e.Index, e.Err) }
+
+// Unwrap returns the underlying error.
+func (e *ItemError) Unwrap() error { return e.Err }
+
+// badRequestf returns an error wrapping ErrBadRequest whose message is the
+// formatted text alone.
+func badRequestf(format string, args ...any) error {
+	return &statusError{sentinel: ErrBadRequest, msg: fmt.Sprintf(format, args...)}
+}
+
+// notFoundf returns an error wrapping ErrNotFound whose message is the
+// formatted text alone.
+func notFoundf(format string, args ...any) error {
+	return &statusError{sentinel: ErrNotFound, msg: fmt.Sprintf(format, args...)}
+}
+
+// statusError carries a client-facing message and the sentinel that decides
+// its status.
+type statusError struct {
+	sentinel error
+	msg      string
+}
+
+func (e *statusError) Error() string { return e.msg }
+func (e *statusError) Unwrap() error { return e.sentinel }
+
+// problemTypeBase prefixes the "type" URI of every problem this server writes.
+const problemTypeBase = "https://hir.dev/problems/"
+
+// classify maps err to an HTTP status, a problem type slug and a title.
+func classify(err error) (status int, slug, title string) {
+	var maxBytes *http.MaxBytesError
+	var itemErr *ItemError
+	var syntaxErr *json.SyntaxError
+	var typeErr *json.UnmarshalTypeError
+	var paramErr *api.InvalidParamFormatError
+	var reqParamErr *api.RequiredParamError
+	switch {
+	case errors.Is(err, ErrBodyTooLarge), errors.As(err, &maxBytes):
+		return http.StatusRequestEntityTooLarge, "body-too-large", "Request body too large"
+	case errors.Is(err, ErrUnsupportedMediaType):
+		return http.StatusUnsupportedMediaType, "unsupported-media-type", "Unsupported media type"
+	case errors.Is(err, ErrUnauthorized):
+		return http.StatusUnauthorized, "unauthorized", "Unauthorized"
+	case errors.Is(err, ErrRateLimited):
+		return http.StatusTooManyRequests, "rate-limited", "Too many requests"
+	case errors.Is(err, ErrMethodNotAllowed):
+		return http.StatusMethodNotAllowed, "method-not-allowed", "Method not allowed"
+	case errors.Is(err, ErrNotFound):
+		return http.StatusNotFound, "not-found", "Not found"
+	case errors.Is(err, ErrTrainingInProgress):
+		return http.StatusConflict, "training-in-progress", "Training in progress"
+	case errors.Is(err, ErrNoSnapshot):
+		return http.StatusServiceUnavailable, "no-model", "No model available"
+	case errors.Is(err, ErrNoTrainer):
+		return http.StatusServiceUnavailable, "no-trainer", "Training not configured"
+	case errors.Is(err, ErrShuttingDown):
+		return http.StatusServiceUnavailable, "shutting-down", "Shutting down"
+	case errors.Is(err, context.DeadlineExceeded):
+		return http.StatusServiceUnavailable, "timeout", "Request timed out"
+	case errors.Is(err, ErrBadRequest), errors.As(err, &itemErr), errors.As(err, &syntaxErr),
+		errors.As(err, &typeErr), errors.As(err, &paramErr), errors.As(err, &reqParamErr),
+		errors.Is(err, index.ErrBadFilter), errors.Is(err, index.ErrBadQuery), errors.Is(err, index.ErrBadTextQuery),
+		isGraphValidation(err):
+		return http.StatusBadRequest, "bad-request", "Bad request"
+	case errors.Is(err, context.Canceled):
+		// The client went away; 499 is nginx's convention and is only logged.
+		return 499, "client-closed-request", "Client closed request"
+	default:
+		return http.StatusInternalServerError, "internal", "Internal server error"
+	}
+}
+
+func isGraphValidation(err error) bool {
+	for _, s := range []error{graph.ErrUnknownNodeType, graph.ErrUnknownEdgeType, graph.ErrMissingID,
+		graph.ErrBadTimestamp, graph.ErrBadValue} {
+		if errors.Is(err, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// writeProblem writes err as an RFC 9457 application/problem+json response and
+// logs it once. The detail of a 5xx never carries internal error text.
+func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error) {
+	status, slug, title := classify(err)
+	p := api.Problem{Status: status, Title: title}
+	typ := problemTypeBase + slug
+	p.Type = &typ
+	instance := r.URL.Path
+	if id := requestIDFrom(r.Context()); id != "" {
+		instance += "#req=" + id
+	}
+	p.Instance = &instance
+	var detail string
+	switch {
+	case status >= 500 && status != http.StatusServiceUnavailable:
+		detail = "the server failed to handle the request; see the server log for request " + requestIDFrom(r.Context())
+		s.logger.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path,
+			"request_id", requestIDFrom(r.Context()), "err", err)
+	case status == http.StatusServiceUnavailable:
+		// 503 sentinels carry client-facing text; anything else stays generic.
+		detail = title
+		for _, s := range []error{ErrNoSnapshot, ErrNoTrainer, ErrShuttingDown} {
+			if errors.Is(err, s) {
+				detail = s.Error()
+			}
+		}
+		if errors.Is(err, context.DeadlineExceeded) {
+			detail = "the request did not complete within the server's time limit"
+		}
+	default:
+		detail = clientDetail(err)
+		s.logger.DebugContext(r.Context(), "request rejected", "status", status, "path", r.URL.Path,
+			"request_id", requestIDFrom(r.Context()), "err", err)
+	}
+	if detail != "" {
+		p.Detail = &detail
+	}
+	var itemErr *ItemError
+	if errors.As(err, &itemErr) {
+		idx := itemErr.Index
+		p.Item = &idx
+	}
+	if status == http.StatusTooManyRequests {
+		w.Header().Set("Retry-After", "1")
+	}
+	if status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="hir"`)
+	}
+	if status == 499 {
+		return // nobody is listening
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(p)
+}
+
+// clientDetail renders a 4xx error for the client, replacing encoding/json's
+// Go-flavoured messages with JSON-flavoured ones.
+func clientDetail(err error) string {
+	var typeErr *json.UnmarshalTypeError
+	var syntaxErr *json.SyntaxError
+	var maxBytes *http.MaxBytesError
+	switch {
+	case errors.As(err, &maxBytes):
+		return fmt.Sprintf("request body exceeds %d bytes", maxBytes.Limit)
+	case errors.As(err, &typeErr):
+		msg := fmt.Sprintf("want %s, got JSON %s", jsonKind(typeErr.Type.Kind().String()), typeErr.Value)
+		if typeErr.Field != "" {
+			msg = strings.TrimPrefix(typeErr.Field, ".") + ": " + msg
+		}
+		return prefixOf(err, typeErr) + msg
+	case errors.As(err, &syntaxErr):
+		return prefixOf(err, syntaxErr) + fmt.Sprintf("malformed JSON at byte %d: %v", syntaxErr.Offset, syntaxErr)
+	}
+	return err.Error()
+}
+
+// prefixOf returns the text err's wrappers put before inner's message
+// ("events[3]: "), so that rewriting inner keeps the item's name.
+func prefixOf(err, inner error) string {
+	full, in := err.Error(), inner.Error()
+	if p, ok := strings.CutSuffix(full, in); ok {
+		return p
+	}
+	return ""
+}
+
+func jsonKind(goKind string) string {
+	switch goKind {
+	case "string":
+		return "a string"
+	case "bool":
+		return "a boolean"
+	case "slice", "array":
+		return "an array"
+	case "map", "struct", "ptr":
+		return "an object"
+	case "float32", "float64":
+		return "a number"
+	case "int", "int8", "int16", "int32", "int64", "uint", "uint8", "uint16", "uint32", "uint64":
+		return "an integer"
+	}
+	return goKind
+}
+
+// writeJSON writes v as a JSON response with the given status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

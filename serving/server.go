@@ -1,0 +1,299 @@
+package serving
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/hir-ads/hir/api"
+	"github.com/hir-ads/hir/eventlog"
+	"github.com/hir-ads/hir/graph"
+	"github.com/hir-ads/hir/index"
+)
+
+// Server is the HIR REST server: it implements [api.ServerInterface] over an
+// event log, a graph store and the current model+index [Snapshot]. Safe for
+// concurrent use.
+type Server struct {
+	opts      Options
+	logger    *slog.Logger
+	log       *eventlog.Log
+	store     *graph.Store
+	tel       *telemetry
+	limiter   *keyedLimiter
+	keyHashes [][sha256.Size]byte
+	handler   http.Handler
+
+	closeOnce sync.Once
+	closeErr  error
+
+	snap     atomic.Pointer[Snapshot]
+	trainer  atomic.Pointer[Trainer]
+	draining atomic.Bool
+	cache    *embedCache
+	text     *index.TextIndex
+}
+
+var _ api.ServerInterface = (*Server)(nil)
+
+// New returns a server that appends to log and applies to store. The server
+// takes ownership of log: [Server.Close] (or the end of [Server.Run]) closes
+// it. store must hold what log holds (see [OpenStore]).
+func New(opts Options, log *eventlog.Log, store *graph.Store) (*Server, error) {
+	if err := opts.applyDefaults(); err != nil {
+		return nil, err
+	}
+	if log == nil || store == nil {
+		return nil, fmt.Errorf("%w: nil log or store", ErrBadOptions)
+	}
+	s := &Server{opts: opts, logger: opts.Logger.With("component", "serving"), log: log, store: store,
+		cache: newEmbedCache(opts.EmbedCacheSize)}
+	for _, k := range opts.APIKeys {
+		s.keyHashes = append(s.keyHashes, sha256.Sum256([]byte(k)))
+	}
+	if len(s.keyHashes) == 0 {
+		s.logger.Warn("no API keys configured: write and admin endpoints are open to anyone")
+	}
+	if opts.RatePerSecond > 0 {
+		s.limiter = newKeyedLimiter(opts.RatePerSecond, opts.RateBurst, opts.MaxRateKeys)
+	}
+	tel, err := newTelemetry(opts.TracerProvider, s)
+	if err != nil {
+		return nil, err
+	}
+	if s.text, err = index.NewTextIndex(opts.TextIndexDir); err != nil {
+		return nil, fmt.Errorf("open text index: %w", err)
+	}
+	if opts.TextIndexDir == "" {
+		if err := s.indexAllText(context.Background()); err != nil {
+			return nil, err
+		}
+	}
+	s.tel = tel
+	s.handler = s.routes()
+	return s, nil
+}
+
+// routes builds the chi router: middleware first, then the generated routes.
+func (s *Server) routes() http.Handler {
+	r := chi.NewRouter()
+	r.Use(requestID, s.observe, s.recoverer, s.identify, s.rateLimit, s.auth,
+		s.bodyLimit(s.opts.MaxBodyBytes), timeout(s.opts.RequestTimeout))
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		s.writeProblem(w, r, notFoundf("no route for %s %s", r.Method, r.URL.Path))
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		s.writeProblem(w, r, fmt.Errorf("%s %s: %w", r.Method, r.URL.Path, ErrMethodNotAllowed))
+	})
+	return api.HandlerWithOptions(s, api.ChiServerOptions{
+		BaseRouter:       r,
+		ErrorHandlerFunc: s.paramError,
+	})
+}
+
+// paramError answers a path or query parameter the generated wrapper could
+// not bind.
+func (s *Server) paramError(w http.ResponseWriter, r *http.Request, err error) {
+	var pf *api.InvalidParamFormatError
+	if errors.As(err, &pf) {
+		err = badRequestf("parameter %s: invalid value", pf.ParamName)
+	}
+	s.writeProblem(w, r, err)
+}
+
+// Handler returns the server's HTTP handler (router and middleware).
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Store returns the graph store the server applies ingested batches to.
+func (s *Server) Store() *graph.Store { return s.store }
+
+// Snapshot returns the snapshot currently served, or nil before the first.
+func (s *Server) Snapshot() *Snapshot { return s.snap.Load() }
+
+// Publish makes snap the snapshot served to new requests; requests in flight
+// keep the one they loaded. snap must not be modified afterwards.
+func (s *Server) Publish(snap *Snapshot) {
+	if snap == nil {
+		return
+	}
+	s.snap.Store(snap)
+	s.logger.Info("snapshot published", "version", snap.Version, "index_size", snap.IndexSize())
+}
+
+// Run serves on ln until ctx is done, running the attached trainer beside
+// it, then shuts down gracefully: it stops accepting, drains in-flight
+// requests for up to Options.ShutdownTimeout, stops the trainer and closes
+// the event log (flushing it). It returns nil after a clean shutdown.
+func (s *Server) Run(ctx context.Context, ln net.Listener) error {
+	hs := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		s.logger.Info("serving", "addr", ln.Addr().String())
+		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("serve http: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-gctx.Done()
+		s.draining.Store(true)
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.ShutdownTimeout)
+		defer cancel()
+		if err := hs.Shutdown(sctx); err != nil {
+			_ = hs.Close()
+			return fmt.Errorf("shut down http server: %w", err)
+		}
+		return nil
+	})
+	if t := s.trainer.Load(); t != nil {
+		g.Go(func() error { return t.Run(gctx) })
+	}
+	err := g.Wait()
+	if cerr := s.Close(); cerr != nil && err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// Close releases the server's resources: it closes the event log and the
+// meter provider. It does not wait for in-flight requests; use Run for a
+// graceful shutdown.
+// Close is idempotent.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() { s.closeErr = s.close() })
+	return s.closeErr
+}
+
+func (s *Server) close() error {
+	s.draining.Store(true)
+	var errs []error
+	if err := s.log.Close(); err != nil && !errors.Is(err, eventlog.ErrClosed) {
+		errs = append(errs, fmt.Errorf("close event log: %w", err))
+	}
+	if err := s.text.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("close text index: %w", err))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.tel.close(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// indexAllText puts the text of every stored ad into the keyword index.
+func (s *Server) indexAllText(ctx context.Context) error {
+	n := s.store.NumNodes(graph.NodeAd)
+	docs := map[uint32]index.TextDoc{}
+	for i := range n {
+		id := graph.NodeID{Type: graph.NodeAd, Idx: uint32(i)}
+		if e := s.store.Entity(id); e != nil && e.Text != "" {
+			docs[id.Idx] = textDoc(e)
+		}
+		if len(docs) == 4096 || (i == n-1 && len(docs) > 0) {
+			if err := s.text.Index(ctx, docs); err != nil {
+				return fmt.Errorf("index ad text: %w", err)
+			}
+			clear(docs)
+		}
+	}
+	return nil
+}
+
+// gauges implements gaugeSource for the metrics scrape.
+func (s *Server) gauges() gaugeValues {
+	var g gaugeValues
+	if snap := s.snap.Load(); snap != nil {
+		g.ready = true
+		g.modelVersion = snap.Version
+		g.trainedAtSec = float64(snap.TrainedAt.UnixMilli()) / 1000
+		g.indexSize = int64(snap.IndexSize())
+	}
+	if t := s.trainer.Load(); t != nil {
+		g.trainerLoss, g.hasLoss = t.LastLoss()
+		g.training = t.Running()
+	}
+	return g
+}
+
+// Healthz answers 200 while the process is up.
+func (s *Server) Healthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, api.Health{Status: "ok"})
+}
+
+// Readyz answers 200 once a snapshot is served, 503 before and while
+// draining.
+func (s *Server) Readyz(w http.ResponseWriter, r *http.Request) {
+	switch {
+	case s.draining.Load():
+		s.writeProblem(w, r, ErrShuttingDown)
+	case s.snap.Load() == nil:
+		s.writeProblem(w, r, ErrNoSnapshot)
+	default:
+		writeJSON(w, http.StatusOK, api.Health{Status: "ready"})
+	}
+}
+
+// Metrics serves the Prometheus exposition of the server's OpenTelemetry
+// metrics.
+func (s *Server) Metrics(w http.ResponseWriter, r *http.Request) {
+	s.tel.metrics.ServeHTTP(w, r)
+}
+
+// GetModel reports the serving model and the trainer's state.
+func (s *Server) GetModel(w http.ResponseWriter, r *http.Request) {
+	var st api.ModelStatus
+	if t := s.trainer.Load(); t != nil {
+		running := t.Running()
+		st.Training = &running
+	}
+	if snap := s.snap.Load(); snap != nil {
+		st.Ready = true
+		v := snap.Version
+		st.Version = &v
+		at := snap.TrainedAt.UTC()
+		st.TrainedAt = &at
+		n := snap.IndexSize()
+		st.IndexSize = &n
+		if len(snap.Metrics) > 0 {
+			m := make(map[string]float32, len(snap.Metrics))
+			for k, v := range snap.Metrics {
+				m[k] = float32(v)
+			}
+			st.Metrics = &m
+		}
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+// TrainModel triggers a background training run: 202 when it starts, 409
+// when one is already running, 503 when no trainer is attached.
+func (s *Server) TrainModel(w http.ResponseWriter, r *http.Request) {
+	t := s.trainer.Load()
+	if t == nil {
+		s.writeProblem(w, r, ErrNoTrainer)
+		return
+	}
+	if err := t.Trigger(); err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	msg := "training started; poll GET /v1/model for the new version"
+	writeJSON(w, http.StatusAccepted, api.TrainAccepted{Accepted: true, Message: &msg})
+}
