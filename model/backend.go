@@ -30,10 +30,26 @@ func Backend() (backends.Backend, error) {
 		if config == "" || config == "go" {
 			config = "go:parallelism=-1"
 		}
-		backendVal, backendErr = backends.NewWithConfig(config)
+		backendVal, backendErr = newQuietBackend(config)
 		if backendErr != nil {
 			backendErr = fmt.Errorf("create gomlx backend %q: %w", config, backendErr)
 		}
 	})
 	return backendVal, backendErr
+}
+
+// newQuietBackend creates the backend. SimpleGo prints its parallelism
+// setting to standard output with fmt.Printf, which would corrupt the JSON
+// that commands write there, so stdout points at the null device while it is
+// created. This runs once per process, before any of our output.
+func newQuietBackend(config string) (backends.Backend, error) {
+	if devNull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0); err == nil {
+		stdout := os.Stdout
+		os.Stdout = devNull
+		defer func() {
+			os.Stdout = stdout
+			devNull.Close()
+		}()
+	}
+	return backends.NewWithConfig(config)
 }
