@@ -104,4 +104,3 @@ func (s *logSink) flush() error {
 }
 
 var _ dataset.Sink = (*logSink)(nil)
-
