@@ -46,6 +46,14 @@
 // and [Content] (tf-idf cosine of bleve-analysed text). Our dense retrieval
 // and token index plug in through Config.Extra; a method that implements
 // [Approximator] also gets its top-K recall against the exact method's.
+// [Ours] provides both: [NewOurs] trains our model on a graph.Store built
+// from the training view only (entities, structure edges and engagement up to
+// the cut), builds the production snapshot with serving.BuildSnapshot, and
+// [Ours.Methods] returns "ours-dense" (exact dot product over every ad) and
+// "ours-tokens" (serving.Snapshot.RetrieveVector: BoM query bag, postings,
+// exact re-rank); users are embedded from their neighbourhood as of the query
+// time, and replayed events are added to the store. [Ours.TokenLevels] gives
+// the truth protocol each ad's argmax prototype per level.
 //
 // Metrics. [Recall], [NDCG], [HitRate], [ReciprocalRank] and [Overlap] are
 // pure functions over a ranked list and a relevant set.

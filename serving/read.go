@@ -312,10 +312,11 @@ func (s *Server) retrieve(ctx context.Context, snap *Snapshot, p *retrieveParams
 	// Stage 3: candidates from the token index, then the exact re-rank.
 	sctx, span := s.tel.tracer.Start(ctx, "candidates_rerank")
 	start = time.Now()
-	q := index.Query{Vector: vec, K: p.k, Filter: p.filter, Bag: idx.Quantizer().QueryBag(vec)}
+	var seen *roaring.Bitmap
 	if p.excludeSeen && (known || len(p.ctxEvents) > 0) {
-		q.Exclude = s.seenAds(known, uid, p.ctxEvents)
+		seen = s.seenAds(known, uid, p.ctxEvents)
 	}
+	q := UserQuery(idx, vec, p.k, p.filter, seen)
 	if keyword != nil {
 		q = index.Hybrid(q, keyword, index.HybridAnd)
 	}

@@ -150,6 +150,9 @@ func (t *Trainer) round(ctx context.Context) error {
 	next, loss, err := t.opts.Job(ctx, prev)
 	outcome := "published"
 	switch {
+	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
+		outcome = "cancelled" // shutdown; a timeout is a failure
+		t.logger.Info("training round cancelled", "err", err, "elapsed", time.Since(start))
 	case errors.Is(err, ErrRegressed):
 		outcome = "rejected"
 		t.logger.Info("candidate model rejected", "err", err, "elapsed", time.Since(start))

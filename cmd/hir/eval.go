@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/hir-ads/hir/eval"
+)
+
+// evalFlags are the parsed flags of `hir eval`.
+type evalFlags struct {
+	cfg      eval.Config
+	ours     eval.OursOptions
+	useOurs  bool
+	jsonPath string
+	mdPath   string
+}
+
+// evalMethodsDefault lists every method `hir eval` runs by default.
+func evalMethodsDefault() string {
+	return strings.Join(append(eval.MethodNames(), eval.MethodOurs), ",")
+}
+
+// parseEvalFlags parses the flags of `hir eval` into the harness and model
+// options.
+func parseEvalFlags(e *env, args []string) (*evalFlags, error) {
+	fs := newFlags(e, "eval", "--data DIR [--protocol chrono|replay|truth] [--window test|validation] [--json out.json] [--steps N] [--max-queries N] [--methods m1,m2]")
+	f := &evalFlags{}
+	fs.StringVar(&f.cfg.Data, "data", "", "data set directory: MovieLens folder (u.data) or a `hir synth` output (required)")
+	fs.StringVar(&f.cfg.Format, "format", "", "importer format (default: movielens when DIR holds u.data, else jsonl)")
+	fs.StringVar(&f.cfg.Protocol, "protocol", eval.ProtocolChrono, "chrono, replay or truth (synthetic data with truth.json)")
+	fs.StringVar(&f.cfg.Window, "window", "test", "test, or validation (tune on this one)")
+	fs.Float64Var(&f.cfg.TestFraction, "test-fraction", 0.2, "latest share of the interactions in the test window")
+	fs.IntVar(&f.cfg.MaxQueries, "max-queries", 0, "cap on the queries, spread evenly (0: all)")
+	methods := fs.String("methods", evalMethodsDefault(), "comma-separated methods: "+evalMethodsDefault()+" (ours = ours-dense and ours-tokens)")
+	fs.StringVar(&f.jsonPath, "json", "", "write the JSON report here")
+	fs.StringVar(&f.mdPath, "md", "", "also write the Markdown table here")
+	fs.IntVar(&f.ours.Train.Steps, "steps", 300, "training steps of our model")
+	fs.IntVar(&f.ours.Train.Pairs, "pairs", 0, "engagement events per training step (0: model default)")
+	fs.Float64Var(&f.ours.Train.LearningRate, "lr", 0, "AdamW learning rate (0: model default)")
+	fs.Uint64Var(&f.ours.Train.Seed, "seed", 1, "random seed of our model")
+	fs.StringVar(&f.ours.Dir, "model-dir", "", "train into this data directory (kept); default a temporary one")
+	fs.StringVar(&f.ours.ModelDir, "model", "", "load this model instead of training (must be trained on nothing after the cut)")
+	fs.IntVar(&f.ours.Build.Search.ExhaustiveMax, "exhaustive-max", 1, "token index: re-rank the whole catalogue at most this size (serving default 16384)")
+	if err := parse(fs, args); err != nil {
+		return nil, err
+	}
+	if f.cfg.Data == "" {
+		fs.Usage()
+		return nil, errors.Join(errUsage, errors.New("--data is required"))
+	}
+	switch f.cfg.Protocol {
+	case eval.ProtocolChrono, eval.ProtocolReplay, eval.ProtocolTruth:
+	default:
+		return nil, errors.Join(errUsage, fmt.Errorf("--protocol %q: want chrono, replay or truth", f.cfg.Protocol))
+	}
+	if f.cfg.Window != "test" && f.cfg.Window != "validation" {
+		return nil, errors.Join(errUsage, fmt.Errorf("--window %q: want test or validation", f.cfg.Window))
+	}
+	if f.cfg.MaxQueries < 0 || f.ours.Train.Steps < 0 {
+		return nil, errors.Join(errUsage, errors.New("--max-queries and --steps must be >= 0"))
+	}
+	f.cfg.Methods = []string{}
+	known := append(eval.MethodNames(), eval.MethodOurs)
+	for _, m := range strings.Split(*methods, ",") {
+		m = strings.TrimSpace(m)
+		switch {
+		case m == "":
+		case !slices.Contains(known, m):
+			return nil, errors.Join(errUsage, fmt.Errorf("--methods: unknown method %q (known: %s)", m, strings.Join(known, ", ")))
+		case m == eval.MethodOurs:
+			f.useOurs = true
+		case !slices.Contains(f.cfg.Methods, m):
+			f.cfg.Methods = append(f.cfg.Methods, m)
+		}
+	}
+	if len(f.cfg.Methods) == 0 && !f.useOurs {
+		return nil, errors.Join(errUsage, errors.New("--methods: no method"))
+	}
+	return f, nil
+}
+
+func runEval(ctx context.Context, e *env, args []string) error {
+	f, err := parseEvalFlags(e, args)
+	if err != nil {
+		return err
+	}
+	f.cfg.Logger = e.logger
+	var ours *eval.Ours
+	if f.useOurs {
+		f.ours.Logger = e.logger.With("method", eval.MethodOurs)
+		f.ours.TrainLog = e.stderr
+		ours = eval.NewOurs(f.ours)
+		defer ours.Close()
+		f.cfg.Extra = ours.Methods()
+		if f.cfg.Protocol == eval.ProtocolTruth {
+			f.cfg.TokenLevels = ours.TokenLevels()
+		}
+	}
+	rep, err := eval.Run(ctx, f.cfg)
+	if err != nil {
+		return err
+	}
+	md := rep.Markdown()
+	if ours != nil {
+		md += fmt.Sprintf("\n%s re-ranked %.0f ads per query on average (of %d).\n", eval.MethodOursTokens, ours.MeanCandidates(), rep.Stats.Items)
+	}
+	fmt.Fprint(e.stdout, md)
+	if f.mdPath != "" {
+		if err := os.WriteFile(f.mdPath, []byte(md), 0o644); err != nil {
+			return fmt.Errorf("write markdown: %w", err)
+		}
+	}
+	if f.jsonPath != "" {
+		if err := rep.WriteJSON(f.jsonPath); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,224 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hir-ads/hir/eventlog"
+	"github.com/hir-ads/hir/graph"
+	"github.com/hir-ads/hir/model"
+	"github.com/hir-ads/hir/serving"
+)
+
+// errRedisNotImplemented is returned for --redis: the scale-out mode of
+// DESIGN §8 is not built yet.
+var errRedisNotImplemented = errors.New("--redis: Redis scale-out (shared stream, model registry, cache, leader lease) is not implemented; run without --redis (embedded mode)")
+
+// serveConfig is what serve runs with; `hir serve` fills it from flags and
+// `hir demo` builds one.
+type serveConfig struct {
+	dataDir    string
+	addr       string
+	apiKeys    []string
+	readAuth   bool
+	trainEvery time.Duration // 0: train only on POST /v1/model/train
+	train      model.TrainConfig
+	redis      string
+	// ratePerSecond and rateBurst shape the per-client token bucket (0:
+	// serving's defaults; a negative rate disables limiting).
+	ratePerSecond float64
+	rateBurst     int
+	// ready, when set, runs in its own goroutine once the listener is open
+	// and the stored model (if any) is published; serve waits for it
+	// before returning.
+	ready func(ctx context.Context, srv *serving.Server, addr net.Addr)
+}
+
+func runServe(ctx context.Context, e *env, args []string) error {
+	fs := newFlags(e, "serve", "--data DIR [--addr :8080] [--api-key K ...] [--read-auth] [--train-every D] [--train-steps N]")
+	cfg := serveConfig{}
+	fs.StringVar(&cfg.dataDir, "data", "", "data directory (event log in DIR/log, models in DIR/models) (required)")
+	fs.StringVar(&cfg.addr, "addr", ":8080", "listen address")
+	fs.Func("api-key", "bearer API key accepted on writes and admin endpoints (repeatable; also env HIR_API_KEYS, comma separated)", func(s string) error {
+		cfg.apiKeys = append(cfg.apiKeys, s)
+		return nil
+	})
+	fs.BoolVar(&cfg.readAuth, "read-auth", false, "require an API key on read endpoints too")
+	fs.DurationVar(&cfg.trainEvery, "train-every", 0, "run a background training round on this period (e.g. 1h); 0: only on POST /v1/model/train")
+	fs.IntVar(&cfg.train.Steps, "train-steps", 300, "optimisation steps of each background training round")
+	fs.Uint64Var(&cfg.train.Seed, "seed", 1, "training seed")
+	fs.StringVar(&cfg.redis, "redis", "", "Redis address for scale-out (not implemented: refused)")
+	fs.Float64Var(&cfg.ratePerSecond, "rate-limit", 0, "requests per second per API key or client IP (0: 1000; negative: no limit)")
+	fs.IntVar(&cfg.rateBurst, "rate-burst", 0, "token-bucket burst of the rate limit (0: 2000)")
+	level := fs.String("log-level", "info", "log level: debug, info (one access-log line per request), warn, error")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(*level)); err != nil {
+		fmt.Fprintf(e.stderr, "--log-level: %v\n", err)
+		return errUsage
+	}
+	e = &env{stdout: e.stdout, stderr: e.stderr, logger: slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: lv}))}
+	if cfg.dataDir == "" {
+		fs.Usage()
+		return errUsage
+	}
+	cfg.apiKeys = append(cfg.apiKeys, envAPIKeys(os.Getenv("HIR_API_KEYS"))...)
+	return serve(ctx, e, cfg)
+}
+
+// envAPIKeys splits a comma-separated key list, dropping empty entries.
+func envAPIKeys(s string) []string {
+	var keys []string
+	for k := range strings.SplitSeq(s, ",") {
+		if k = strings.TrimSpace(k); k != "" {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+// serve opens the data directory, publishes the latest stored model (if
+// any), attaches the background trainer and serves until ctx is done, then
+// shuts down gracefully (drain, stop the trainer, flush and close the log).
+func serve(ctx context.Context, e *env, cfg serveConfig) error {
+	if cfg.redis != "" {
+		return errRedisNotImplemented
+	}
+	logger := e.logger
+	if err := os.MkdirAll(cfg.dataDir, 0o755); err != nil {
+		return fmt.Errorf("create data directory: %w", err)
+	}
+	start := time.Now()
+	log, store, rep, err := serving.OpenStore(ctx, eventlog.Options{Dir: filepath.Join(cfg.dataDir, "log"), Logger: logger},
+		graph.Options{Logger: logger})
+	if err != nil {
+		return err
+	}
+	store.Compact()
+	logger.Info("event log replayed", "batches", rep.Batches, "events", store.NumEvents(), "elapsed", time.Since(start))
+	srv, err := serving.New(serving.Options{Logger: logger, APIKeys: cfg.apiKeys, ReadAuth: cfg.readAuth,
+		RatePerSecond: cfg.ratePerSecond, RateBurst: cfg.rateBurst}, log, store)
+	if err != nil {
+		return errors.Join(fmt.Errorf("create server: %w", err), log.Close())
+	}
+	if err := publishStored(ctx, srv, cfg.dataDir, logger); err != nil {
+		return errors.Join(err, srv.Close())
+	}
+	train := cfg.train
+	train.Logger = logger
+	if _, err := srv.AttachTrainer(serving.TrainerOptions{
+		Job:   serving.NewTrainJob(store, serving.JobOptions{DataDir: cfg.dataDir, Train: train, Build: serving.BuildOptions{Logger: logger}}),
+		Every: cfg.trainEvery,
+	}); err != nil {
+		return errors.Join(err, srv.Close())
+	}
+	ln, err := net.Listen("tcp", cfg.addr)
+	if err != nil {
+		return errors.Join(fmt.Errorf("listen: %w", err), srv.Close())
+	}
+	defer forceExitOnSecondSignal(ctx, logger)()
+
+	var wg sync.WaitGroup
+	bg, stopBG := context.WithCancel(ctx)
+	defer func() { stopBG(); wg.Wait() }()
+	wg.Go(func() { _ = store.RunCompactor(bg, time.Minute) })
+	if cfg.ready != nil {
+		wg.Go(func() { cfg.ready(bg, srv, ln.Addr()) })
+	}
+	if err := srv.Run(ctx, ln); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	logger.Info("shut down cleanly")
+	return nil
+}
+
+// publishStored loads the latest model version of dataDir, if there is one,
+// builds its snapshot over the server's graph and publishes it. Without one,
+// the server answers retrieval with 503 until a model is trained.
+func publishStored(ctx context.Context, srv *serving.Server, dataDir string, logger *slog.Logger) error {
+	dir, err := model.LatestVersionDir(dataDir)
+	if errors.Is(err, model.ErrNoCheckpoint) {
+		logger.Warn("no model yet: retrieval answers 503 until one is trained (POST /v1/model/train or `hir train`)")
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	m, err := model.Load(dir)
+	if err != nil {
+		return fmt.Errorf("load model %s: %w", dir, err)
+	}
+	store := srv.Store()
+	snap, err := serving.BuildSnapshot(ctx, m, store, store.MaxTS(), serving.BuildOptions{Logger: logger})
+	if err != nil {
+		return fmt.Errorf("build snapshot of %s: %w", m.Version(), err)
+	}
+	addStoredMetrics(snap, dir)
+	srv.Publish(snap)
+	return nil
+}
+
+// addStoredMetrics copies the training metrics of checkpoint dir into snap
+// (as the trainer's rounds do) and dates the snapshot by the checkpoint.
+// A missing or unreadable metrics file leaves snap as it is.
+func addStoredMetrics(snap *serving.Snapshot, dir string) {
+	path := filepath.Join(dir, model.FileMetrics)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return
+	}
+	var tm model.TrainMetrics
+	if json.Unmarshal(b, &tm) != nil {
+		return
+	}
+	if st, err := os.Stat(path); err == nil {
+		snap.TrainedAt = st.ModTime()
+	}
+	snap.Metrics["steps"] = float64(tm.Steps)
+	snap.Metrics["train_events"] = float64(tm.TrainEvents)
+	if tm.Last != nil {
+		snap.Metrics["train_loss"] = tm.Last.Total
+	}
+	if v := tm.Validation; v != nil {
+		snap.Metrics["val_loss"] = v.Total
+		snap.Metrics["val_engagement_auc"] = v.AUC
+	}
+}
+
+// forceExitOnSecondSignal makes a SIGINT or SIGTERM received after ctx is
+// done (the first signal starts the graceful shutdown) exit the process at
+// once. The returned function disarms it.
+func forceExitOnSecondSignal(ctx context.Context, logger *slog.Logger) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		select {
+		case <-done:
+			return
+		case <-ctx.Done():
+		}
+		ch := make(chan os.Signal, 1)
+		signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+		defer signal.Stop(ch)
+		select {
+		case <-done:
+		case sig := <-ch:
+			logger.Error("second signal: exiting without a graceful shutdown", "signal", sig.String())
+			os.Exit(130)
+		}
+	})
+	return func() { close(done); wg.Wait() }
+}

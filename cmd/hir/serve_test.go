@@ -1,0 +1,212 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/hir-ads/hir/serving"
+)
+
+// syncBuffer is an io.Writer safe for concurrent use whose contents can be
+// read while it is written.
+type syncBuffer struct {
+	mtx sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mtx.Lock()
+	defer b.mtx.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mtx.Lock()
+	defer b.mtx.Unlock()
+	return b.buf.String()
+}
+
+func serveTestEnv(t *testing.T) (*env, *syncBuffer, *syncBuffer) {
+	t.Helper()
+	var out, errw syncBuffer
+	return &env{stdout: &out, stderr: &errw, logger: slog.New(slog.NewTextHandler(&errw, nil))}, &out, &errw
+}
+
+func TestEnvAPIKeys(t *testing.T) {
+	for _, tc := range []struct {
+		name, in string
+		want     []string
+	}{
+		{"empty", "", nil},
+		{"one", "abcdefgh1", []string{"abcdefgh1"}},
+		{"spaces and blanks", " k1-aaaaaaa , ,k2-bbbbbbb,", []string{"k1-aaaaaaa", "k2-bbbbbbb"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, envAPIKeys(tc.in)); diff != "" {
+				t.Errorf("envAPIKeys(%q) mismatch (-want +got):\n%s", tc.in, diff)
+			}
+		})
+	}
+}
+
+func TestBaseURL(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		addr net.Addr
+		want string
+	}{
+		{"unspecified v6", &net.TCPAddr{IP: net.IPv6unspecified, Port: 8080}, "http://127.0.0.1:8080"},
+		{"unspecified v4", &net.TCPAddr{IP: net.IPv4zero, Port: 80}, "http://127.0.0.1:80"},
+		{"loopback", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 41234}, "http://127.0.0.1:41234"},
+		{"v6 host", &net.TCPAddr{IP: net.ParseIP("::1"), Port: 9}, "http://[::1]:9"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := baseURL(tc.addr); got != tc.want {
+				t.Errorf("baseURL(%v) = %q, want %q", tc.addr, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestServeRefusesRedis(t *testing.T) {
+	e, _, _ := serveTestEnv(t)
+	err := serve(context.Background(), e, serveConfig{dataDir: t.TempDir(), addr: "127.0.0.1:0", redis: "localhost:6379"})
+	if !errors.Is(err, errRedisNotImplemented) {
+		t.Fatalf("serve with --redis = %v, want errRedisNotImplemented", err)
+	}
+}
+
+func TestServeFlags(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+	}{
+		{"no data", []string{"serve"}, 2},
+		{"bad log level", []string{"serve", "--data", "x", "--log-level", "loud"}, 2},
+		{"redis", []string{"serve", "--data", "DIR", "--redis", "localhost:6379"}, 1},
+		{"help", []string{"serve", "-h"}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for i, a := range tc.args {
+				if a == "DIR" {
+					tc.args[i] = t.TempDir()
+				}
+			}
+			var out, errw bytes.Buffer
+			if code := run(context.Background(), tc.args, &out, &errw); code != tc.code {
+				t.Errorf("run(%v) = %d, want %d; stderr:\n%s", tc.args, code, tc.code, errw.String())
+			}
+		})
+	}
+}
+
+// TestServeWithoutModel serves an empty data directory: ingestion works
+// with an API key, retrieval answers 503 problem+json
+// until a model exists, and the server shuts down cleanly when its context
+// ends.
+func TestServeWithoutModel(t *testing.T) {
+	e, _, stderr := serveTestEnv(t)
+	const key = "env-key-0123456789"
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	type result struct {
+		name   string
+		status int
+		ctype  string
+		body   string
+	}
+	var results []result
+	done := make(chan error, 1)
+	ready := func(ctx context.Context, srv *serving.Server, addr net.Addr) {
+		defer cancel() // then serve shuts down
+		base := baseURL(addr)
+		do := func(name, method, path, auth, body string) {
+			req, err := http.NewRequestWithContext(ctx, method, base+path, strings.NewReader(body))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if body != "" {
+				req.Header.Set("Content-Type", "application/json")
+			}
+			if auth != "" {
+				req.Header.Set("Authorization", "Bearer "+auth)
+			}
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Errorf("%s: %v", name, err)
+				return
+			}
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			results = append(results, result{name, res.StatusCode, res.Header.Get("Content-Type"), string(b)})
+		}
+		ents := `{"entities":[{"type":"user","id":"u1"},{"type":"ad","id":"a1","text":"red shoes"}]}`
+		do("ingest no key", http.MethodPost, "/v1/entities", "", ents)
+		do("ingest", http.MethodPost, "/v1/entities", key, ents)
+		do("events", http.MethodPost, "/v1/events", key,
+			`{"events":[{"id":"e1","src":{"type":"user","id":"u1"},"dst":{"type":"ad","id":"a1"},"type":"click","ts":1700000000000}]}`)
+		do("retrieve", http.MethodPost, "/v1/retrieve", "", `{"user":{"type":"user","id":"u1"}}`)
+		do("readyz", http.MethodGet, "/readyz", "", "")
+		do("model", http.MethodGet, "/v1/model", "", "")
+		do("metrics", http.MethodGet, "/metrics", "", "")
+	}
+	dir := t.TempDir()
+	go func() {
+		done <- serve(ctx, e, serveConfig{dataDir: dir, addr: "127.0.0.1:0",
+			apiKeys: []string{"other-key-xxxxxxx", key}, ready: ready})
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("serve: %v\n%s", err, stderr)
+		}
+	case <-time.After(50 * time.Second):
+		t.Fatalf("serve did not shut down\n%s", stderr)
+	}
+	want := map[string]int{"ingest no key": 401, "ingest": 200, "events": 200, "retrieve": 503, "readyz": 503,
+		"model": 200, "metrics": 200}
+	if len(results) != len(want) {
+		t.Fatalf("got %d results, want %d: %+v", len(results), len(want), results)
+	}
+	for _, r := range results {
+		if r.status != want[r.name] {
+			t.Errorf("%s: status %d, want %d: %s", r.name, r.status, want[r.name], r.body)
+		}
+		if r.status >= 400 && r.ctype != "application/problem+json" {
+			t.Errorf("%s: content type %q, want application/problem+json", r.name, r.ctype)
+		}
+	}
+	if i := slices.IndexFunc(results, func(r result) bool { return r.name == "metrics" }); i >= 0 &&
+		!strings.Contains(results[i].body, "hir_http_request_duration_seconds") {
+		t.Errorf("metrics lack hir_http_request_duration_seconds:\n%.500s", results[i].body)
+	}
+
+	// The events are durable: a second serve replays them.
+	e2, _, stderr2 := serveTestEnv(t)
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	var events int64
+	err := serve(ctx2, e2, serveConfig{dataDir: dir, addr: "127.0.0.1:0", ready: func(_ context.Context, srv *serving.Server, _ net.Addr) {
+		events = srv.Store().NumEvents()
+		cancel2()
+	}})
+	if err != nil {
+		t.Fatalf("second serve: %v\n%s", err, stderr2)
+	}
+	if events != 1 {
+		t.Errorf("replayed %d events, want 1", events)
+	}
+}
