@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -348,6 +349,9 @@ func NewTrainJob(store *graph.Store, opts JobOptions) TrainJob {
 		snap, err := BuildSnapshot(ctx, m, store, asOf, opts.Build)
 		if err != nil {
 			return nil, 0, err
+		}
+		if dir, err := filepath.Abs(ckpt.Dir); err == nil {
+			snap.Dir = dir
 		}
 		snap.Metrics["train_loss"] = loss
 		snap.Metrics["val_window_auc"] = candAUC

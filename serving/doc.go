@@ -73,6 +73,15 @@
 // the serving model on the latest time window, refuse a regression, then
 // [BuildSnapshot]. Requests in flight keep the snapshot they loaded.
 //
+// Replicas: [Server.JoinCluster] makes the server one replica of a service
+// sharing a Redis (package serving/cluster): ingested batches are published
+// to a shared stream after the local append and the other replicas' batches
+// are ingested through the same local path; the trainer runs only on the
+// holder of the leader lease (elsewhere POST /v1/model/train answers 409
+// naming it), and the models it publishes are announced in the registry and
+// hot-swapped by the others from their checkpoint directory, which must be
+// on a filesystem every replica reads.
+//
 // Shutdown: [Server.Run] serves until its context is done, then drains
 // in-flight requests under [Options.ShutdownTimeout], stops the trainer and
 // closes the event log.
@@ -80,6 +89,7 @@
 // Telemetry: OpenTelemetry metrics exported with the Prometheus exporter at
 // GET /metrics: hir_http_request_duration_seconds, hir_retrieve_candidates,
 // hir_retrieve_stage_duration_seconds, hir_ingest_items_total,
-// hir_trainer_runs_total, hir_index_size, hir_model_trained_at_seconds
+// hir_trainer_runs_total, hir_cluster_published_total (outcome label),
+// hir_cluster_applied_total, hir_cluster_model_reloads_total, hir_index_size, hir_model_trained_at_seconds
 // (version label), hir_trainer_loss and hir_ready.
 package serving

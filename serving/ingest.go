@@ -88,8 +88,26 @@ func (s *Server) PostEvents(w http.ResponseWriter, r *http.Request) {
 // Ingest stores b durably as one event-log batch (atomic, fsynced group
 // commit), then applies it to the graph store, then indexes the ads it
 // touched into the live index when a model is served. The batch must be
-// valid; an invalid one is refused whole before anything is stored.
+// valid; an invalid one is refused whole before anything is stored. In a
+// cluster ([Server.JoinCluster]) the stored batch is then published to the
+// shared event stream; a failed publication is logged and counted
+// (hir.cluster.published{outcome="error"}) and does not fail the ingestion.
 func (s *Server) Ingest(ctx context.Context, b eventlog.Batch) (api.IngestResult, error) {
+	res, err := s.ingest(ctx, b)
+	if err != nil {
+		return res, err
+	}
+	var seq uint64
+	if res.Seq != nil {
+		seq = uint64(*res.Seq)
+	}
+	s.publishBatch(ctx, b, seq)
+	return res, nil
+}
+
+// ingest is the local ingestion path shared by [Server.Ingest] and the
+// batches of other replicas.
+func (s *Server) ingest(ctx context.Context, b eventlog.Batch) (api.IngestResult, error) {
 	if s.draining.Load() {
 		return api.IngestResult{}, ErrShuttingDown
 	}

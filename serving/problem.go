@@ -103,6 +103,8 @@ func classify(err error) (status int, slug, title string) {
 		return http.StatusNotFound, "not-found", "Not found"
 	case errors.Is(err, ErrTrainingInProgress):
 		return http.StatusConflict, "training-in-progress", "Training in progress"
+	case errors.Is(err, ErrNotLeader):
+		return http.StatusConflict, "not-leader", "Not the trainer leader"
 	case errors.Is(err, ErrNoSnapshot):
 		return http.StatusServiceUnavailable, "no-model", "No model available"
 	case errors.Is(err, ErrNoTrainer):

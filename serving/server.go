@@ -39,6 +39,7 @@ type Server struct {
 
 	snap     atomic.Pointer[Snapshot]
 	trainer  atomic.Pointer[Trainer]
+	repl     atomic.Pointer[replication] // nil outside a cluster
 	draining atomic.Bool
 	cache    *embedCache
 	text     *index.TextIndex
@@ -131,7 +132,8 @@ func (s *Server) Publish(snap *Snapshot) {
 }
 
 // Run serves on ln until ctx is done, running the attached trainer beside
-// it, then shuts down gracefully: it stops accepting, drains in-flight
+// it (in a cluster, see [Server.JoinCluster]: the stream consumer, the model
+// registry watch, and the trainer only while this replica leads), then shuts down gracefully: it stops accepting, drains in-flight
 // requests for up to Options.ShutdownTimeout, stops the trainer and closes
 // the event log (flushing it). It returns nil after a clean shutdown.
 func (s *Server) Run(ctx context.Context, ln net.Listener) error {
@@ -161,8 +163,10 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		}
 		return nil
 	})
-	if t := s.trainer.Load(); t != nil {
-		g.Go(func() error { return t.Run(gctx) })
+	if !s.runCluster(gctx, g.Go) {
+		if t := s.trainer.Load(); t != nil {
+			g.Go(func() error { return t.Run(gctx) })
+		}
 	}
 	err := g.Wait()
 	if cerr := s.Close(); cerr != nil && err == nil {
@@ -283,11 +287,16 @@ func (s *Server) GetModel(w http.ResponseWriter, r *http.Request) {
 }
 
 // TrainModel triggers a background training run: 202 when it starts, 409
-// when one is already running, 503 when no trainer is attached.
+// when one is already running or, in a cluster, when another replica holds
+// the trainer lease (the problem names it), 503 when no trainer is attached.
 func (s *Server) TrainModel(w http.ResponseWriter, r *http.Request) {
 	t := s.trainer.Load()
 	if t == nil {
 		s.writeProblem(w, r, ErrNoTrainer)
+		return
+	}
+	if repl := s.repl.Load(); repl != nil && !repl.leading.Load() {
+		s.writeProblem(w, r, s.leaderProblem(r.Context(), repl))
 		return
 	}
 	if err := t.Trigger(); err != nil {

@@ -31,6 +31,9 @@ type Snapshot struct {
 	Version   string
 	TrainedAt time.Time
 	AsOf      int64
+	// Dir is the absolute checkpoint directory Model was loaded from, when
+	// known; in a cluster it is what the model registry announces.
+	Dir string
 	// Metrics are the model's training and validation metrics.
 	Metrics map[string]float64
 	// Embeddings holds, per node type, the embedding of each node that

@@ -32,7 +32,11 @@ type telemetry struct {
 	stageTime   metric.Float64Histogram
 	ingested    metric.Int64Counter
 	trainRuns   metric.Int64Counter
-	callback    metric.Registration
+
+	clusterPublished metric.Int64Counter
+	clusterApplied   metric.Int64Counter
+	clusterReloads   metric.Int64Counter
+	callback         metric.Registration
 }
 
 // gaugeSource reports the values of the observable gauges at scrape time.
@@ -89,6 +93,18 @@ func newTelemetry(tp trace.TracerProvider, src gaugeSource) (*telemetry, error) 
 		if err != nil {
 			return nil, fmt.Errorf("create instrument: %w", err)
 		}
+	}
+	if t.clusterPublished, err = m.Int64Counter("hir.cluster.published", metric.WithUnit("{batch}"),
+		metric.WithDescription("Ingested batches published to the cluster event stream, by outcome (ok, error).")); err != nil {
+		return nil, fmt.Errorf("create instrument: %w", err)
+	}
+	if t.clusterApplied, err = m.Int64Counter("hir.cluster.applied", metric.WithUnit("{batch}"),
+		metric.WithDescription("Batches of other replicas applied from the cluster event stream.")); err != nil {
+		return nil, fmt.Errorf("create instrument: %w", err)
+	}
+	if t.clusterReloads, err = m.Int64Counter("hir.cluster.model.reloads", metric.WithUnit("{reload}"),
+		metric.WithDescription("Models announced by other replicas and hot-swapped, by outcome (loaded, failed).")); err != nil {
+		return nil, fmt.Errorf("create instrument: %w", err)
 	}
 	ready, err = m.Float64ObservableGauge("hir.ready", metric.WithDescription("1 when a model snapshot is serving."))
 	if err != nil {

@@ -165,6 +165,7 @@ func (t *Trainer) round(ctx context.Context) error {
 		t.lossBits.Store(math.Float64bits(loss))
 		t.srv.Publish(next)
 		t.srv.cache.reset()
+		t.srv.announce(ctx, next)
 		t.logger.Info("training round published", "version", next.Version, "loss", loss, "elapsed", time.Since(start))
 	}
 	span.SetAttributes(attribute.String("hir.outcome", outcome))

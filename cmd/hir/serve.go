@@ -19,11 +19,11 @@ import (
 	"github.com/hir-ads/hir/graph"
 	"github.com/hir-ads/hir/model"
 	"github.com/hir-ads/hir/serving"
+	"github.com/hir-ads/hir/serving/cluster"
 )
 
-// errRedisNotImplemented is returned for --redis: the scale-out mode of
-// DESIGN §8 is not built yet.
-var errRedisNotImplemented = errors.New("--redis: Redis scale-out (shared stream, model registry, cache, leader lease) is not implemented; run without --redis (embedded mode)")
+// errRedisUnreachable is returned when --redis does not answer at start.
+var errRedisUnreachable = errors.New("--redis: Redis does not answer")
 
 // serveConfig is what serve runs with; `hir serve` fills it from flags and
 // `hir demo` builds one.
@@ -34,7 +34,14 @@ type serveConfig struct {
 	readAuth   bool
 	trainEvery time.Duration // 0: train only on POST /v1/model/train
 	train      model.TrainConfig
-	redis      string
+	// redis, when set, makes this process one replica of a service sharing
+	// that Redis (serving.Server.JoinCluster); replicaID (default
+	// hostname-PORT) and redisPrefix (default "hir:") go with it.
+	redis       string
+	replicaID   string
+	redisPrefix string
+	// leaseTTL is the trainer lease's time to live (0: 15 s).
+	leaseTTL time.Duration
 	// ratePerSecond and rateBurst shape the per-client token bucket (0:
 	// serving's defaults; a negative rate disables limiting).
 	ratePerSecond float64
@@ -46,7 +53,7 @@ type serveConfig struct {
 }
 
 func runServe(ctx context.Context, e *env, args []string) error {
-	fs := newFlags(e, "serve", "--data DIR [--addr :8080] [--api-key K ...] [--read-auth] [--train-every D] [--train-steps N]")
+	fs := newFlags(e, "serve", "--data DIR [--addr :8080] [--api-key K ...] [--read-auth] [--train-every D] [--train-steps N] [--redis ADDR [--replica-id ID] [--redis-prefix P]]")
 	cfg := serveConfig{}
 	fs.StringVar(&cfg.dataDir, "data", "", "data directory (event log in DIR/log, models in DIR/models) (required)")
 	fs.StringVar(&cfg.addr, "addr", ":8080", "listen address")
@@ -58,7 +65,9 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	fs.DurationVar(&cfg.trainEvery, "train-every", 0, "run a background training round on this period (e.g. 1h); 0: only on POST /v1/model/train")
 	fs.IntVar(&cfg.train.Steps, "train-steps", 300, "optimisation steps of each background training round")
 	fs.Uint64Var(&cfg.train.Seed, "seed", 1, "training seed")
-	fs.StringVar(&cfg.redis, "redis", "", "Redis address for scale-out (not implemented: refused)")
+	fs.StringVar(&cfg.redis, "redis", "", "Redis address (host:port or redis:// URL) shared by the replicas of one service: event stream, model registry, trainer lease")
+	fs.StringVar(&cfg.replicaID, "replica-id", "", "this replica's id in the cluster, unique and stable across restarts (default: hostname-PORT)")
+	fs.StringVar(&cfg.redisPrefix, "redis-prefix", cluster.DefaultPrefix, "prefix of every Redis key this service uses")
 	fs.Float64Var(&cfg.ratePerSecond, "rate-limit", 0, "requests per second per API key or client IP (0: 1000; negative: no limit)")
 	fs.IntVar(&cfg.rateBurst, "rate-burst", 0, "token-bucket burst of the rate limit (0: 2000)")
 	level := fs.String("log-level", "info", "log level: debug, info (one access-log line per request), warn, error")
@@ -94,10 +103,15 @@ func envAPIKeys(s string) []string {
 // any), attaches the background trainer and serves until ctx is done, then
 // shuts down gracefully (drain, stop the trainer, flush and close the log).
 func serve(ctx context.Context, e *env, cfg serveConfig) error {
-	if cfg.redis != "" {
-		return errRedisNotImplemented
-	}
 	logger := e.logger
+	var cl *cluster.Client
+	if cfg.redis != "" {
+		var err error
+		if cl, err = connectCluster(ctx, cfg, logger); err != nil {
+			return err
+		}
+		defer cl.Close()
+	}
 	if err := os.MkdirAll(cfg.dataDir, 0o755); err != nil {
 		return fmt.Errorf("create data directory: %w", err)
 	}
@@ -116,6 +130,12 @@ func serve(ctx context.Context, e *env, cfg serveConfig) error {
 	}
 	if err := publishStored(ctx, srv, cfg.dataDir, logger); err != nil {
 		return errors.Join(err, srv.Close())
+	}
+	if cl != nil {
+		if err := srv.JoinCluster(cl, serving.ClusterOptions{Lease: cluster.LeaseOptions{TTL: cfg.leaseTTL},
+			Build: serving.BuildOptions{Logger: logger}}); err != nil {
+			return errors.Join(err, srv.Close())
+		}
 	}
 	train := cfg.train
 	train.Logger = logger
@@ -145,6 +165,35 @@ func serve(ctx context.Context, e *env, cfg serveConfig) error {
 	return nil
 }
 
+// connectCluster connects to cfg.redis, failing with errRedisUnreachable
+// when it does not answer.
+func connectCluster(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*cluster.Client, error) {
+	id := cfg.replicaID
+	if id == "" {
+		host, err := os.Hostname()
+		if err != nil || host == "" {
+			host = "hir"
+		}
+		id = host
+		if _, port, err := net.SplitHostPort(cfg.addr); err == nil && port != "" && port != "0" {
+			id += "-" + port
+		}
+	}
+	if strings.Contains(id, "/") {
+		return nil, fmt.Errorf("--replica-id %q: must not contain '/'", id)
+	}
+	cl, err := cluster.New(ctx, cluster.Options{Addr: cfg.redis, Prefix: cfg.redisPrefix, ReplicaID: id, Logger: logger})
+	if errors.Is(err, cluster.ErrUnavailable) {
+		return nil, fmt.Errorf("%w at %s (start Redis or fix the address; run without --redis for a single replica): %w",
+			errRedisUnreachable, cfg.redis, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("--redis %s: %w", cfg.redis, err)
+	}
+	logger.Info("connected to Redis", "addr", cfg.redis, "replica", id, "prefix", cl.Prefix())
+	return cl, nil
+}
+
 // publishStored loads the latest model version of dataDir, if there is one,
 // builds its snapshot over the server's graph and publishes it. Without one,
 // the server answers retrieval with 503 until a model is trained.
@@ -167,6 +216,9 @@ func publishStored(ctx context.Context, srv *serving.Server, dataDir string, log
 		return fmt.Errorf("build snapshot of %s: %w", m.Version(), err)
 	}
 	addStoredMetrics(snap, dir)
+	if abs, err := filepath.Abs(dir); err == nil {
+		snap.Dir = abs
+	}
 	srv.Publish(snap)
 	return nil
 }

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -80,11 +82,21 @@ func TestBaseURL(t *testing.T) {
 	}
 }
 
-func TestServeRefusesRedis(t *testing.T) {
+// TestServeRedisUnreachable: with --redis pointing at nothing, serve fails
+// at once with a clear error, before touching the data directory.
+func TestServeRedisUnreachable(t *testing.T) {
 	e, _, _ := serveTestEnv(t)
-	err := serve(context.Background(), e, serveConfig{dataDir: t.TempDir(), addr: "127.0.0.1:0", redis: "localhost:6379"})
-	if !errors.Is(err, errRedisNotImplemented) {
-		t.Fatalf("serve with --redis = %v, want errRedisNotImplemented", err)
+	dir := filepath.Join(t.TempDir(), "data")
+	start := time.Now()
+	err := serve(context.Background(), e, serveConfig{dataDir: dir, addr: "127.0.0.1:0", redis: "127.0.0.1:1"})
+	if !errors.Is(err, errRedisUnreachable) || !strings.Contains(err.Error(), "127.0.0.1:1") {
+		t.Fatalf("serve with unreachable --redis = %v, want errRedisUnreachable naming the address", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("serve took %v to give up", d)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("data directory created before Redis answered: %v", err)
 	}
 }
 
@@ -96,7 +108,8 @@ func TestServeFlags(t *testing.T) {
 	}{
 		{"no data", []string{"serve"}, 2},
 		{"bad log level", []string{"serve", "--data", "x", "--log-level", "loud"}, 2},
-		{"redis", []string{"serve", "--data", "DIR", "--redis", "localhost:6379"}, 1},
+		{"redis unreachable", []string{"serve", "--data", "DIR", "--redis", "127.0.0.1:1"}, 1},
+		{"bad replica id", []string{"serve", "--data", "DIR", "--redis", "127.0.0.1:1", "--replica-id", "a/b"}, 1},
 		{"help", []string{"serve", "-h"}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
