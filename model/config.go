@@ -42,6 +42,8 @@ type Config struct {
 	// student softmax and the teacher Sinkhorn-Knopp respectively.
 	StudentTemp float64 `json:"student_temp"`
 	TeacherTemp float64 `json:"teacher_temp"`
+	// AlignTemp scales dot products in the in-batch contrastive alignment loss.
+	AlignTemp float64 `json:"align_temp"`
 	// SinkhornIters is the number of Sinkhorn-Knopp normalisation rounds.
 	SinkhornIters int `json:"sinkhorn_iters"`
 }
@@ -56,6 +58,7 @@ func DefaultConfig() Config {
 		Prototypes:    []int{16, 64, 256},
 		StudentTemp:   0.1,
 		TeacherTemp:   0.05,
+		AlignTemp:     0.1,
 		SinkhornIters: 3,
 	}
 }
@@ -89,6 +92,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.TeacherTemp == 0 {
 		c.TeacherTemp = d.TeacherTemp
+	}
+	if c.AlignTemp == 0 {
+		c.AlignTemp = d.AlignTemp
 	}
 	return c
 }

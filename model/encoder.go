@@ -8,6 +8,7 @@ import (
 	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX graph code reads best with the dot import
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/gomlx/gomlx/pkg/ml/context/initializers"
 	"github.com/gomlx/gomlx/pkg/ml/layers"
 	"github.com/gomlx/gomlx/pkg/ml/layers/activations"
 
@@ -67,6 +68,14 @@ func encode(ctx *context.Context, c Config, inputs []*Node) *Node {
 	tbl := func(name string, rows, cols int) *Node {
 		return ctx.In(name).VariableWithShape("table", shapes.Make(dtypes.Float32, rows, cols)).ValueGraph(g)
 	}
+	// Content tables (hashed text and attribute buckets) start at unit scale:
+	// the default initializer scales by the table's size, which would leave a
+	// 16384-row bag ~100x weaker than the type and position tables, so the
+	// model would not see content at all.
+	contentTbl := func(name string, rows, cols int) *Node {
+		c := ctx.In(name).WithInitializer(initializers.RandomNormalFn(ctx, contentInitStddev))
+		return c.VariableWithShape("table", shapes.Make(dtypes.Float32, rows, cols)).ValueGraph(g)
+	}
 	maskF := ConvertDType(in.mask, dtypes.Float32) // [B,N]
 
 	// Node encoder.
@@ -75,9 +84,9 @@ func encode(ctx *context.Context, c Config, inputs []*Node) *Node {
 	h := activations.Gelu(dense(ctx, "hash_1", in.hash, true, c.HashDim))
 	x = Add(x, dense(ctx, "hash_2", h, true, D))
 	// Text EmbeddingBag: masked mean of hashed word / bigram bucket embeddings.
-	x = Add(x, bagMean(gatherRows(tbl("text", c.TextBkts, D), in.text), in.textMask))
+	x = Add(x, bagMean(gatherRows(contentTbl("text", c.TextBkts, D), in.text), in.textMask))
 	// Per-type attributes: hashed key=value buckets, masked mean.
-	x = Add(x, bagMean(gatherRows(tbl("attr", c.AttrBkts, D), in.attr), in.attrMask))
+	x = Add(x, bagMean(gatherRows(contentTbl("attr", c.AttrBkts, D), in.attr), in.attrMask))
 	// Client content vector: linear projection (zero when absent).
 	x = Add(x, dense(ctx, "vector", in.vec, false, D))
 
@@ -113,6 +122,9 @@ func encode(ctx *context.Context, c Config, inputs []*Node) *Node {
 	e := dense(ctx, "project", anchor, true, c.EmbedDim)
 	return L2Normalize(e, -1)
 }
+
+// contentInitStddev is the initial scale of the content bucket embeddings.
+const contentInitStddev = 1.0
 
 // bagMean is the masked mean over the bag axis: emb [B,N,T,D], mask [B,N,T].
 func bagMean(emb, mask *Node) *Node {

@@ -78,11 +78,36 @@ func engagementLogits(ctx *context.Context, c Config, emb, src, dst, etype, tbuc
 	return Add(Mul(dot, scale), bias)
 }
 
+// alignLoss is an in-batch contrastive (InfoNCE) loss in the embedding space
+// itself: the anchors are laid out as P event sources, P event destinations
+// and P random nodes of the destinations' types (see buildStep), and each
+// source must pick its own destination among the 2P destination-type anchors
+// by plain dot product, and each destination its source among the P sources.
+// It is what makes retrieval by dot product rank engaged ads first and puts a
+// user next to the ads of its interests. label [3P] holds each event's label
+// in its first P entries; explicit negatives (label 0) are left out, so they
+// never pull together.
+func alignLoss(emb, label *Node, temp float64) *Node {
+	g := emb.Graph()
+	P := emb.Shape().Dimensions[0] / 3
+	srcIdx := Iota(g, shapes.Make(dtypes.Int32, P), 0)
+	candIdx := AddScalar(Iota(g, shapes.Make(dtypes.Int32, 2*P), 0), float64(P))
+	us := gatherRows(emb, srcIdx)                        // [P,E]
+	cs := gatherRows(emb, candIdx)                       // [2P,E]: destinations, then random nodes
+	ds := gatherRows(emb, AddScalar(srcIdx, float64(P))) // [P,E]
+	posW := Reshape(gatherRows(Reshape(label, -1, 1), srcIdx), -1)
+	fwd := LogSoftmax(DivScalar(Einsum("pe,qe->pq", us, cs), temp), -1)
+	bwd := LogSoftmax(DivScalar(Einsum("pe,qe->pq", ds, us), temp), -1)
+	return Add(softCE(OneHot(srcIdx, 2*P, dtypes.Float32), fwd, posW),
+		softCE(OneHot(srcIdx, P, dtypes.Float32), bwd, posW))
+}
+
 // stepOutputs indexes the outputs of the loss graph.
 const (
 	outTotal = iota
 	outEngage
 	outHier
+	outAlign
 	outFirstDistill // one per level, then one argmax [B] per level, then the engagement logits
 )
 
@@ -120,12 +145,15 @@ func lossGraph(ctx *context.Context, c Config, w LossWeights, in []*Node) (total
 	}
 	total = Add(total, MulScalar(hier, w.Hierarchy))
 
+	align := alignLoss(teacher, label, c.AlignTemp)
+	total = Add(total, MulScalar(align, w.Align))
+
 	logits := engagementLogits(ctx, c, teacher, src, dst, etype, tbucket)
 	bce := Sub(softplus(logits), Mul(label, logits))
 	engage := weightedMean(bce, pw)
 	total = Add(total, MulScalar(engage, w.Engagement))
 
-	outs = []*Node{total, engage, hier}
+	outs = []*Node{total, engage, hier, align}
 	outs = append(outs, distill...)
 	outs = append(outs, argmaxes...)
 	outs = append(outs, logits)

@@ -31,6 +31,7 @@ type LossWeights struct {
 	Distill    float64 `json:"distill"`    // cross-view distillation, per level
 	Hierarchy  float64 `json:"hierarchy"`  // coarse = sum of children consistency
 	Engagement float64 `json:"engagement"` // edge existence prediction
+	Align      float64 `json:"align"`      // in-batch contrastive alignment of engaged pairs
 }
 
 // TrainConfig configures Train. Zero fields take defaults (see WithDefaults).
@@ -89,7 +90,7 @@ func (c TrainConfig) WithDefaults() TrainConfig {
 		c.ValFraction = 0.1
 	}
 	if c.Loss == (LossWeights{}) {
-		c.Loss = LossWeights{Distill: 1, Hierarchy: 0.5, Engagement: 1}
+		c.Loss = LossWeights{Distill: 1, Hierarchy: 0.5, Engagement: 1, Align: 1}
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -104,6 +105,7 @@ type StepMetrics struct {
 	Distill    []float64 `json:"distill"`
 	Hierarchy  float64   `json:"hierarchy"`
 	Engagement float64   `json:"engagement"`
+	Align      float64   `json:"align"`
 	// UsageEntropy is, per level, the entropy of the teacher's hard cluster
 	// usage over the last LogEvery steps, divided by log(K): 1 is uniform.
 	UsageEntropy []float64   `json:"usage_entropy"`
@@ -117,6 +119,7 @@ type ValMetrics struct {
 	Distill    []float64 `json:"distill"`
 	Hierarchy  float64   `json:"hierarchy"`
 	Engagement float64   `json:"engagement"`
+	Align      float64   `json:"align"`
 	AUC        float64   `json:"engagement_auc"`
 	Pairs      int       `json:"pairs"`
 }
@@ -341,7 +344,7 @@ func scalarOf(t *tensors.Tensor) float64 {
 
 func readStepOutputs(outs []*tensors.Tensor, levels int) StepMetrics {
 	sm := StepMetrics{Total: scalarOf(outs[outTotal]), Engagement: scalarOf(outs[outEngage]),
-		Hierarchy: scalarOf(outs[outHier]), Distill: make([]float64, levels)}
+		Hierarchy: scalarOf(outs[outHier]), Align: scalarOf(outs[outAlign]), Distill: make([]float64, levels)}
 	for l := range levels {
 		sm.Distill[l] = scalarOf(outs[outFirstDistill+l])
 	}
@@ -352,6 +355,7 @@ func accumulate(acc *StepMetrics, sm StepMetrics, n *int) {
 	acc.Total += sm.Total
 	acc.Engagement += sm.Engagement
 	acc.Hierarchy += sm.Hierarchy
+	acc.Align += sm.Align
 	if acc.Distill == nil {
 		acc.Distill = make([]float64, len(sm.Distill))
 	}
@@ -366,7 +370,7 @@ func average(acc StepMetrics, n int) StepMetrics {
 		return acc
 	}
 	f := 1 / float64(n)
-	out := StepMetrics{Total: acc.Total * f, Engagement: acc.Engagement * f, Hierarchy: acc.Hierarchy * f}
+	out := StepMetrics{Total: acc.Total * f, Engagement: acc.Engagement * f, Hierarchy: acc.Hierarchy * f, Align: acc.Align * f}
 	for _, d := range acc.Distill {
 		out.Distill = append(out.Distill, d*f)
 	}
@@ -652,6 +656,7 @@ func (tr *trainer) validate(exec *context.Exec) (*ValMetrics, error) {
 		vm.Total += sm.Total
 		vm.Engagement += sm.Engagement
 		vm.Hierarchy += sm.Hierarchy
+		vm.Align += sm.Align
 		for l := range L {
 			vm.Distill[l] += sm.Distill[l]
 		}
@@ -671,6 +676,7 @@ func (tr *trainer) validate(exec *context.Exec) (*ValMetrics, error) {
 	vm.Total *= f
 	vm.Engagement *= f
 	vm.Hierarchy *= f
+	vm.Align *= f
 	for l := range L {
 		vm.Distill[l] *= f
 	}
