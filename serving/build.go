@@ -30,6 +30,10 @@ type BuildOptions struct {
 	Search index.SearchOptions
 	// Logger defaults to discard.
 	Logger *slog.Logger
+	// PersistDir, when set, is where [BuildSnapshot] and [OpenSnapshot]
+	// save the snapshot's files ([SaveSnapshotFiles]): normally the model's
+	// checkpoint directory. [NewTrainJob] sets it to each new checkpoint.
+	PersistDir string
 }
 
 func (o *BuildOptions) applyDefaults() {
@@ -44,6 +48,9 @@ func (o *BuildOptions) applyDefaults() {
 // BuildSnapshot embeds every node of store with m as of asOf (unix ms),
 // fits the quantizer on the ad embeddings, builds the ad index and its token
 // catalogue, and returns the complete snapshot. It does not publish it.
+// With opts.PersistDir set it then saves the snapshot's files there
+// ([SaveSnapshotFiles]; a failure is only logged), so that [OpenSnapshot]
+// can load them instead of re-embedding.
 func BuildSnapshot(ctx context.Context, m *model.Model, store *graph.Store, asOf int64, opts BuildOptions) (*Snapshot, error) {
 	opts.applyDefaults()
 	start := time.Now()
@@ -55,26 +62,52 @@ func BuildSnapshot(ctx context.Context, m *model.Model, store *graph.Store, asOf
 		if n == 0 {
 			continue
 		}
-		idx := make([]uint32, n)
 		ids := make([]graph.NodeID, n)
 		for i := range n {
-			idx[i] = uint32(i)
 			ids[i] = graph.NodeID{Type: t, Idx: uint32(i)}
 		}
-		vecs := make([][]float32, 0, n)
-		for lo := 0; lo < n; lo += opts.EmbedBatch {
-			part, err := m.Embed(ctx, store, ids[lo:min(lo+opts.EmbedBatch, n)], asOf)
-			if err != nil {
-				return nil, fmt.Errorf("embed %s nodes: %w", t, err)
-			}
-			vecs = append(vecs, part...)
+		vecs, err := embedBatches(ctx, m, store, ids, asOf, opts.EmbedBatch)
+		if err != nil {
+			return nil, fmt.Errorf("embed %s nodes: %w", t, err)
 		}
-		mat, err := NewMatrix(dim, idx, vecs)
+		snap.Embeddings[t] = mergeRows(dim, nil, ids, vecs)
+	}
+	ix, err := buildIndex(ctx, snap, store, opts)
+	if err != nil {
+		return nil, err
+	}
+	snap.Index = ix
+	if err := buildCatalogue(ctx, snap, store); err != nil {
+		return nil, err
+	}
+	snap.Metrics["index_ads"] = float64(snap.IndexSize())
+	snap.Metrics["build_seconds"] = time.Since(start).Seconds()
+	opts.Logger.Info("snapshot built", "version", snap.Version, "ads", snap.IndexSize(), "elapsed", time.Since(start))
+	if opts.PersistDir != "" {
+		persist(snap, store, opts.PersistDir, opts.Logger)
+	}
+	return snap, nil
+}
+
+// embedBatches embeds ids with m as of asOf, batch nodes per model call.
+func embedBatches(ctx context.Context, m *model.Model, store *graph.Store, ids []graph.NodeID, asOf int64, batch int) ([][]float32, error) {
+	vecs := make([][]float32, 0, len(ids))
+	for lo := 0; lo < len(ids); lo += batch {
+		part, err := m.Embed(ctx, store, ids[lo:min(lo+batch, len(ids))], asOf)
 		if err != nil {
 			return nil, err
 		}
-		snap.Embeddings[t] = mat
+		vecs = append(vecs, part...)
 	}
+	return vecs, nil
+}
+
+// buildIndex fits the quantizer (the model's prototypes, plus a residual
+// codebook fitted on the ad embeddings when there are enough ads) and
+// builds the ad index from snap's ad matrix.
+func buildIndex(ctx context.Context, snap *Snapshot, store *graph.Store, opts BuildOptions) (*index.Index, error) {
+	m := snap.Model
+	dim := m.Config().EmbedDim
 	levels := make([][][]float32, m.Levels())
 	for l := range levels {
 		levels[l] = m.Prototypes(l)
@@ -113,26 +146,27 @@ func BuildSnapshot(ctx context.Context, m *model.Model, store *graph.Store, asOf
 	docs := make([]index.Doc, 0, nAds)
 	for i := range nAds {
 		id := graph.NodeID{Type: graph.NodeAd, Idx: ads.Idx[i]}
-		docs = append(docs, adDoc(store, id, asOf, ads.Data[i*dim:(i+1)*dim]))
+		docs = append(docs, adDoc(store, id, snap.AsOf, ads.Data[i*dim:(i+1)*dim]))
 	}
 	if err := ix.Build(ctx, docs); err != nil {
 		return nil, fmt.Errorf("build index: %w", err)
 	}
-	snap.Index = ix
-	cat, err := index.BuildCatalogue(ctx, ix.Snapshot(), index.CatalogueOptions{Text: func(id uint32) string {
+	return ix, nil
+}
+
+// buildCatalogue labels the tokens of snap's index from the ads' text.
+func buildCatalogue(ctx context.Context, snap *Snapshot, store *graph.Store) error {
+	cat, err := index.BuildCatalogue(ctx, snap.Index.Snapshot(), index.CatalogueOptions{Text: func(id uint32) string {
 		if e := store.Entity(graph.NodeID{Type: graph.NodeAd, Idx: id}); e != nil {
 			return e.Text
 		}
 		return ""
 	}})
 	if err != nil {
-		return nil, fmt.Errorf("build token catalogue: %w", err)
+		return fmt.Errorf("build token catalogue: %w", err)
 	}
 	snap.Catalogue = cat
-	snap.Metrics["index_ads"] = float64(nAds)
-	snap.Metrics["build_seconds"] = time.Since(start).Seconds()
-	opts.Logger.Info("snapshot built", "version", snap.Version, "ads", nAds, "elapsed", time.Since(start))
-	return snap, nil
+	return nil
 }
 
 // adAttrs derives the filterable attributes of an ad from its content and
@@ -295,7 +329,8 @@ type JobOptions struct {
 // and the serving model on the latest time window (engagement AUC of
 // user·item dot products against random items, embeddings taken as of the
 // window's start), reject a candidate that regresses, otherwise build the
-// next snapshot (re-embed, fit, index, catalogue).
+// next snapshot (re-embed, fit, index, catalogue) and persist its files
+// into the new checkpoint directory.
 func NewTrainJob(store *graph.Store, opts JobOptions) TrainJob {
 	opts.Build.applyDefaults()
 	if opts.ValFraction <= 0 || opts.ValFraction >= 1 {
@@ -346,7 +381,9 @@ func NewTrainJob(store *graph.Store, opts JobOptions) TrainJob {
 					m.Version(), candAUC, prev.Version, prevAUC, opts.Tolerance)
 			}
 		}
-		snap, err := BuildSnapshot(ctx, m, store, asOf, opts.Build)
+		build := opts.Build
+		build.PersistDir = ckpt.Dir
+		snap, err := BuildSnapshot(ctx, m, store, asOf, build)
 		if err != nil {
 			return nil, 0, err
 		}

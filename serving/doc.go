@@ -73,6 +73,15 @@
 // the serving model on the latest time window, refuse a regression, then
 // [BuildSnapshot]. Requests in flight keep the snapshot they loaded.
 //
+// Persistence: a snapshot built for a model version is saved next to its
+// checkpoint ([BuildOptions.PersistDir], [SaveSnapshotFiles]): the
+// embedding matrices ([FileEmbeddings], a checksummed format fingerprinted
+// against the graph's node numbering) and the ad index ([FileIndex]).
+// [OpenSnapshot] loads them at start-up instead of re-embedding every
+// entity ([LoadSnapshot]: only nodes added since are embedded, ads missing
+// from the index or relabelled are upserted), and falls back to
+// [BuildSnapshot] with a warning when they are absent, damaged or stale.
+//
 // Replicas: [Server.JoinCluster] makes the server one replica of a service
 // sharing a Redis (package serving/cluster): ingested batches are published
 // to a shared stream after the local append and the other replicas' batches

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -79,6 +81,11 @@ func TestEndToEnd(t *testing.T) {
 	v1 := waitModel(t, env, "", tr)
 	if v1 != "v1" {
 		t.Errorf("first version = %q, want v1", v1)
+	}
+	for _, f := range []string{FileEmbeddings, FileIndex} { // the round persisted its snapshot
+		if _, err := os.Stat(filepath.Join(env.dir, "models", v1, f)); err != nil {
+			t.Errorf("training round did not persist %s: %v", f, err)
+		}
 	}
 	if res, err := env.client.ReadyzWithResponse(ctx); err != nil || res.JSON200 == nil {
 		t.Errorf("readyz after training: %v %d", err, res.StatusCode())

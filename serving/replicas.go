@@ -68,8 +68,9 @@ type replication struct {
 //     model registry with its checkpoint directory ([Snapshot.Dir]);
 //   - Run watches the registry and hot-swaps the models the other replicas
 //     publish: [model.Load] of the announced directory (which must be
-//     readable here: a shared filesystem), [BuildSnapshot] over the local
-//     graph, [Server.Publish].
+//     readable here: a shared filesystem), [OpenSnapshot] over the local
+//     graph (the publisher's persisted files when they match this graph's
+//     node numbering, else a full re-embedding), [Server.Publish].
 //
 // The server does not own c: close it after Run returns.
 func (s *Server) JoinCluster(c *cluster.Client, opts ClusterOptions) error {
@@ -215,7 +216,9 @@ func (s *Server) hotSwap(ctx context.Context, r *replication, info cluster.Model
 			"version", info.Version, "dir", dir, "publisher", info.Publisher, "err", err)
 		return
 	}
-	snap, err := BuildSnapshot(ctx, m, s.store, s.store.MaxTS(), r.opts.Build)
+	build := r.opts.Build
+	build.PersistDir = "" // the directory is the publisher's: read its files (if they match this graph), never write
+	snap, err := OpenSnapshot(ctx, m, s.store, dir, s.store.MaxTS(), build)
 	if err != nil {
 		outcome = "failed"
 		if ctx.Err() == nil {

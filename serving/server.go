@@ -76,9 +76,11 @@ func New(opts Options, log *eventlog.Log, store *graph.Store) (*Server, error) {
 		return nil, fmt.Errorf("open text index: %w", err)
 	}
 	if opts.TextIndexDir == "" {
+		start := time.Now()
 		if err := s.indexAllText(context.Background()); err != nil {
 			return nil, err
 		}
+		s.logger.Info("keyword index built", "ads", store.NumNodes(graph.NodeAd), "elapsed", time.Since(start))
 	}
 	s.tel = tel
 	s.handler = s.routes()

@@ -195,8 +195,11 @@ func connectCluster(ctx context.Context, cfg serveConfig, logger *slog.Logger) (
 }
 
 // publishStored loads the latest model version of dataDir, if there is one,
-// builds its snapshot over the server's graph and publishes it. Without one,
-// the server answers retrieval with 503 until a model is trained.
+// and its snapshot over the server's graph — from the files persisted in
+// the version's directory when they are there and usable (only the nodes
+// added since are embedded), otherwise by embedding every entity and then
+// persisting those files — and publishes it. Without a model, the server
+// answers retrieval with 503 until one is trained.
 func publishStored(ctx context.Context, srv *serving.Server, dataDir string, logger *slog.Logger) error {
 	dir, err := model.LatestVersionDir(dataDir)
 	if errors.Is(err, model.ErrNoCheckpoint) {
@@ -211,7 +214,7 @@ func publishStored(ctx context.Context, srv *serving.Server, dataDir string, log
 		return fmt.Errorf("load model %s: %w", dir, err)
 	}
 	store := srv.Store()
-	snap, err := serving.BuildSnapshot(ctx, m, store, store.MaxTS(), serving.BuildOptions{Logger: logger})
+	snap, err := serving.OpenSnapshot(ctx, m, store, dir, store.MaxTS(), serving.BuildOptions{Logger: logger, PersistDir: dir})
 	if err != nil {
 		return fmt.Errorf("build snapshot of %s: %w", m.Version(), err)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -18,6 +19,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/hir-ads/hir/dataset"
+	"github.com/hir-ads/hir/graph"
+	"github.com/hir-ads/hir/model"
 	"github.com/hir-ads/hir/serving"
 )
 
@@ -221,5 +225,87 @@ func TestServeWithoutModel(t *testing.T) {
 	}
 	if events != 1 {
 		t.Errorf("replayed %d events, want 1", events)
+	}
+}
+
+// TestServePersistedSnapshot serves a data directory with a model twice:
+// the first start-up embeds every entity and persists the snapshot files
+// into the model's directory, the second loads them instead, and both
+// answer retrieval identically.
+func TestServePersistedSnapshot(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains a model")
+	}
+	ctx := context.Background()
+	e0, _, stderr0 := serveTestEnv(t)
+	dir := t.TempDir()
+	cfg := tinyDemo("", dir)
+	world := filepath.Join(dir, "world")
+	if _, err := dataset.Synth(ctx, cfg.synth, world); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := importInto(ctx, e0, "jsonl", world, dir); err != nil {
+		t.Fatalf("import: %v\n%s", err, stderr0)
+	}
+	store, err := loadGraph(ctx, dir, 0, e0.logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ck, err := model.Train(ctx, store, cfg.train, dir, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// start serves dir once and returns the retrieval answers (candidates
+	// only) of the first users, and the log.
+	start := func() (map[string]string, string) {
+		e, _, stderr := serveTestEnv(t)
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		got := map[string]string{}
+		err := serve(ctx, e, serveConfig{dataDir: dir, addr: "127.0.0.1:0", ready: func(ctx context.Context, srv *serving.Server, addr net.Addr) {
+			defer cancel()
+			for i := range 4 {
+				u := srv.Store().Ref(graph.NodeID{Type: graph.NodeUser, Idx: uint32(i)}).ID
+				res, err := http.Post(baseURL(addr)+"/v1/retrieve", "application/json",
+					strings.NewReader(`{"user":{"type":"user","id":"`+u+`"},"k":10}`))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				var body struct {
+					Candidates json.RawMessage `json:"candidates"`
+				}
+				err = json.NewDecoder(res.Body).Decode(&body)
+				res.Body.Close()
+				if err != nil || res.StatusCode != http.StatusOK || len(body.Candidates) < 10 {
+					t.Errorf("retrieve %s: %d %v %s", u, res.StatusCode, err, body.Candidates)
+				}
+				got[u] = string(body.Candidates)
+			}
+		}})
+		if err != nil {
+			t.Fatalf("serve: %v\n%s", err, stderr)
+		}
+		return got, stderr.String()
+	}
+	first, log1 := start()
+	if !strings.Contains(log1, "no persisted snapshot files") || !strings.Contains(log1, "snapshot files persisted") {
+		t.Errorf("first start-up did not build and persist the snapshot; log:\n%s", log1)
+	}
+	for _, f := range []string{serving.FileEmbeddings, serving.FileIndex} {
+		if _, err := os.Stat(filepath.Join(ck.Dir, f)); err != nil {
+			t.Errorf("first start-up did not persist %s: %v", f, err)
+		}
+	}
+	second, log2 := start()
+	if !strings.Contains(log2, "snapshot loaded from files") || strings.Contains(log2, "snapshot built") {
+		t.Errorf("second start-up did not load the persisted snapshot; log:\n%s", log2)
+	}
+	if len(first) != 4 {
+		t.Fatalf("got answers for %d users, want 4", len(first))
+	}
+	if diff := cmp.Diff(first, second); diff != "" {
+		t.Errorf("retrieval after a start-up from persisted files differs (-built +loaded):\n%s", diff)
 	}
 }

@@ -1,0 +1,376 @@
+package serving
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/hir-ads/hir/api"
+	"github.com/hir-ads/hir/graph"
+	"github.com/hir-ads/hir/index"
+	"github.com/hir-ads/hir/model"
+)
+
+// persistEnv is a server over a small ingested world and a tiny model
+// trained on it, checkpoint in ckpt.
+type persistEnv struct {
+	*testEnv
+	m    *model.Model
+	ckpt string
+	opts BuildOptions
+}
+
+func newPersistEnv(t *testing.T) *persistEnv {
+	t.Helper()
+	env := newEnv(t, Options{})
+	env.ingest(newWorld(24, 40, 12, 5))
+	ck, err := model.Train(context.Background(), env.srv.Store(), tinyTrain(), env.dir, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := model.Load(ck.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &persistEnv{testEnv: env, m: m, ckpt: ck.Dir,
+		opts: BuildOptions{Quantizer: tinyQuantizer(), Logger: env.srv.logger}}
+}
+
+// candidates publishes snap and retrieves k candidates for each user
+// through the HTTP API.
+func (e *persistEnv) candidates(t *testing.T, snap *Snapshot, users []string, k int) map[string][]api.Candidate {
+	t.Helper()
+	e.srv.Publish(snap)
+	e.srv.cache.reset()
+	out := map[string][]api.Candidate{}
+	for _, u := range users {
+		res, err := e.client.RetrieveCandidatesWithResponse(context.Background(),
+			api.RetrieveRequest{User: &api.Ref{Type: api.User, Id: u}, K: ptr(k)})
+		if err != nil || res.JSON200 == nil {
+			t.Fatalf("retrieve %s: %v %d %s", u, err, res.StatusCode(), res.Body)
+		}
+		out[u] = res.JSON200.Candidates
+	}
+	return out
+}
+
+func numNodes(store *graph.Store) int {
+	n := 0
+	for t := graph.NodeType(1); int(t) < graph.NumNodeTypes; t++ {
+		n += store.NumNodes(t)
+	}
+	return n
+}
+
+func TestPersistedSnapshot(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains a model")
+	}
+	env := newPersistEnv(t)
+	ctx := context.Background()
+	store := env.srv.Store()
+	asOf := store.MaxTS()
+	users := []string{"u0", "u1", "u2", "u5", "u7"}
+
+	opts := env.opts
+	opts.PersistDir = env.ckpt
+	fresh, err := BuildSnapshot(ctx, env.m, store, asOf, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{FileEmbeddings, FileIndex} {
+		if _, err := os.Stat(filepath.Join(env.ckpt, f)); err != nil {
+			t.Fatalf("BuildSnapshot with PersistDir did not write %s: %v", f, err)
+		}
+	}
+	want := env.candidates(t, fresh, users, 10)
+
+	t.Run("load gives the fresh build's results", func(t *testing.T) {
+		loaded, st, err := LoadSnapshot(ctx, env.m, store, env.ckpt, asOf, env.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Loaded != numNodes(store) || st.Embedded != 0 || st.Upserted != 0 || st.IndexRebuilt {
+			t.Errorf("stats = %+v, want all %d nodes loaded and nothing recomputed", st, numNodes(store))
+		}
+		if diff := cmp.Diff(fresh.Embeddings, loaded.Embeddings, cmpopts.IgnoreUnexported(Matrix{})); diff != "" {
+			t.Errorf("embeddings differ (-fresh +loaded):\n%s", diff)
+		}
+		if loaded.IndexSize() != fresh.IndexSize() || loaded.AsOf != fresh.AsOf {
+			t.Errorf("loaded index size %d as of %d, fresh %d as of %d", loaded.IndexSize(), loaded.AsOf, fresh.IndexSize(), fresh.AsOf)
+		}
+		if diff := cmp.Diff(fresh.Catalogue.Tokens(), loaded.Catalogue.Tokens()); diff != "" {
+			t.Errorf("catalogue tokens differ:\n%s", diff)
+		}
+		got := env.candidates(t, loaded, users, 10)
+		for _, u := range users {
+			if len(want[u]) == 0 {
+				t.Fatalf("no candidates for %s: the comparison would be empty", u)
+			}
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("retrieval differs (-fresh +loaded):\n%s", diff)
+		}
+	})
+
+	t.Run("nodes added after the save are embedded", func(t *testing.T) {
+		text := "espresso grinder latte"
+		res, err := env.client.PostEntitiesWithResponse(ctx, api.EntitiesRequest{Entities: []api.Entity{
+			{Type: api.Ad, Id: "ad-new", Text: &text, Attrs: &map[string]string{"status": "active"}},
+			{Type: api.Ad, Id: "ad0", Text: &text, Attrs: &map[string]string{"status": "paused"}}, // was active
+		}})
+		if err != nil || res.JSON200 == nil {
+			t.Fatalf("post entities: %v %s", err, res.Body)
+		}
+		evs := []api.Event{apiEvent("s-ad-new", api.Ad, "ad-new", api.Campaign, "camp1", api.InCampaign, worldT0)}
+		for i := range 6 {
+			evs = append(evs, apiEvent(fmt.Sprintf("e-new-%d", i), api.User, "u-new", api.Ad, fmt.Sprintf("ad%d", 1+4*i), api.Click, asOf+int64(i)))
+		}
+		if r, err := env.client.PostEventsWithResponse(ctx, api.EventsRequest{Events: evs}); err != nil || r.JSON200 == nil {
+			t.Fatalf("post events: %v %s", err, r.Body)
+		}
+		now := store.MaxTS()
+		loaded, st, err := LoadSnapshot(ctx, env.m, store, env.ckpt, now, env.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := numNodes(store) - st.Loaded; st.Embedded != want || want != 2 {
+			t.Errorf("embedded %d new nodes, want %d (the new ad and the new user)", st.Embedded, want)
+		}
+		if st.Upserted != 2 {
+			t.Errorf("upserted %d ads, want 2 (the new one and the re-labelled ad0)", st.Upserted)
+		}
+		for _, ref := range []graph.Ref{{Type: graph.NodeUser, ID: "u-new"}, {Type: graph.NodeAd, ID: "ad-new"}} {
+			id, ok := store.Lookup(ref)
+			if !ok {
+				t.Fatalf("%v not in the graph", ref)
+			}
+			got, ok := loaded.Embeddings[ref.Type].Vector(id.Idx)
+			if !ok {
+				t.Fatalf("%v has no embedding in the loaded snapshot", ref)
+			}
+			vecs, err := env.m.Embed(ctx, store, []graph.NodeID{id}, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(vecs[0], got); diff != "" {
+				t.Errorf("%v embedding is not the model's as of load time:\n%s", ref, diff)
+			}
+		}
+		adNew, _ := store.Lookup(graph.Ref{Type: graph.NodeAd, ID: "ad-new"})
+		attrs, ok := loaded.Index.Snapshot().Attrs(adNew.Idx)
+		if !ok || len(attrs[index.AttrCampaign]) != 1 || attrs[index.AttrCampaign][0] != "camp1" {
+			t.Errorf("new ad in index = %v, %v; want it with campaign camp1", ok, attrs)
+		}
+		ad0, _ := store.Lookup(graph.Ref{Type: graph.NodeAd, ID: "ad0"})
+		if attrs, _ := loaded.Index.Snapshot().Attrs(ad0.Idx); len(attrs["status"]) != 1 || attrs["status"][0] != "paused" {
+			t.Errorf("ad0 attributes in the loaded index = %v, want status paused", attrs)
+		}
+
+		// OpenSnapshot persists the caught-up state: the next load
+		// recomputes nothing.
+		o := env.opts
+		o.PersistDir = env.ckpt
+		if _, err := OpenSnapshot(ctx, env.m, store, env.ckpt, now, o); err != nil {
+			t.Fatal(err)
+		}
+		_, st, err = LoadSnapshot(ctx, env.m, store, env.ckpt, now, env.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Changed() || st.Loaded != numNodes(store) {
+			t.Errorf("after OpenSnapshot re-saved, load stats = %+v, want all %d loaded and nothing recomputed", st, numNodes(store))
+		}
+	})
+
+	good, err := os.ReadFile(filepath.Join(env.ckpt, FileEmbeddings))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reencode := func(edit func(f *EmbeddingsFile)) []byte {
+		f, err := DecodeEmbeddings(good)
+		if err != nil {
+			t.Fatal(err)
+		}
+		edit(f)
+		b, err := f.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	flipped := append([]byte(nil), good...)
+	flipped[len(flipped)/2] ^= 0x10
+	badMagic := append([]byte(nil), good...)
+	badMagic[0] = 'X'
+	tests := []struct {
+		name     string
+		content  []byte
+		sentinel error
+		warning  string
+	}{
+		{"truncated", good[:len(good)-100], ErrCorruptEmbeddings, "checksum mismatch"},
+		{"empty", nil, ErrCorruptEmbeddings, "truncated"},
+		{"flipped bit", flipped, ErrCorruptEmbeddings, "checksum mismatch"},
+		{"bad magic", badMagic, ErrCorruptEmbeddings, "bad magic"},
+		{"other model version", reencode(func(f *EmbeddingsFile) { f.Version = "v99" }), ErrStaleFiles, "v99"},
+		{"other graph", reencode(func(f *EmbeddingsFile) { f.Fingerprints[graph.NodeUser] ^= 1 }), ErrStaleFiles, "other entities"},
+	}
+	for _, tt := range tests {
+		t.Run("fallback on "+tt.name, func(t *testing.T) {
+			path := filepath.Join(env.ckpt, FileEmbeddings)
+			if err := os.WriteFile(path, tt.content, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := LoadSnapshot(ctx, env.m, store, env.ckpt, store.MaxTS(), env.opts); !errors.Is(err, tt.sentinel) ||
+				!strings.Contains(err.Error(), tt.warning) {
+				t.Fatalf("LoadSnapshot error = %v, want %v mentioning %q", err, tt.sentinel, tt.warning)
+			}
+			before := len(env.logBuf.String())
+			o := env.opts
+			o.PersistDir = env.ckpt
+			snap, err := OpenSnapshot(ctx, env.m, store, env.ckpt, store.MaxTS(), o)
+			if err != nil {
+				t.Fatalf("OpenSnapshot did not fall back: %v", err)
+			}
+			logged := env.logBuf.String()[before:]
+			if !strings.Contains(logged, "level=WARN") || !strings.Contains(logged, "persisted snapshot files unusable") ||
+				!strings.Contains(logged, tt.warning) {
+				t.Errorf("no warning naming the defect %q; log:\n%s", tt.warning, logged)
+			}
+			if _, ok := snap.Metrics["build_seconds"]; !ok || snap.IndexSize() != store.NumNodes(graph.NodeAd) {
+				t.Errorf("fallback snapshot metrics %v, index size %d: want a full build", snap.Metrics, snap.IndexSize())
+			}
+			if _, st, err := LoadSnapshot(ctx, env.m, store, env.ckpt, store.MaxTS(), env.opts); err != nil || st.Changed() {
+				t.Errorf("after the fallback the files were not rewritten: %v %+v", err, st)
+			}
+		})
+	}
+
+	t.Run("corrupt index is rebuilt from the embeddings", func(t *testing.T) {
+		path := filepath.Join(env.ckpt, FileIndex)
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b[len(b)/2] ^= 0xff
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		before := len(env.logBuf.String())
+		snap, st, err := LoadSnapshot(ctx, env.m, store, env.ckpt, store.MaxTS(), env.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !st.IndexRebuilt || st.Embedded != 0 || snap.IndexSize() != store.NumNodes(graph.NodeAd) {
+			t.Errorf("stats %+v, index size %d: want the index rebuilt with every ad, nothing embedded", st, snap.IndexSize())
+		}
+		if logged := env.logBuf.String()[before:]; !strings.Contains(logged, "persisted index unusable") ||
+			!strings.Contains(logged, index.ErrCorrupt.Error()) {
+			t.Errorf("no warning about the corrupt index; log:\n%s", logged)
+		}
+	})
+}
+
+// smallEmbeddings is a valid file of two types for codec tests.
+func smallEmbeddings() *EmbeddingsFile {
+	mk := func(idx []uint32, dim int) *Matrix {
+		vecs := make([][]float32, len(idx))
+		for i := range vecs {
+			vecs[i] = make([]float32, dim)
+			for j := range vecs[i] {
+				vecs[i][j] = float32(i*dim+j) / 10
+			}
+		}
+		m, _ := NewMatrix(dim, idx, vecs)
+		return m
+	}
+	return &EmbeddingsFile{Version: "v3", AsOf: 1_700_000_000_000, Dim: 3,
+		Matrices:     map[graph.NodeType]*Matrix{graph.NodeUser: mk([]uint32{0, 1, 2, 5}, 3), graph.NodeAd: mk([]uint32{0, 1}, 3)},
+		Fingerprints: map[graph.NodeType]uint64{graph.NodeUser: 42, graph.NodeAd: 7}}
+}
+
+func TestEmbeddingsCodec(t *testing.T) {
+	f := smallEmbeddings()
+	b, err := f.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := DecodeEmbeddings(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(f, got, cmpopts.IgnoreUnexported(Matrix{})); diff != "" {
+		t.Fatalf("round trip (-want +got):\n%s", diff)
+	}
+	if v, ok := got.Matrices[graph.NodeUser].Vector(5); !ok || v[0] != 0.9 {
+		t.Errorf("decoded matrix row index: Vector(5) = %v, %v", v, ok)
+	}
+	t.Run("every truncation is refused", func(t *testing.T) {
+		for n := range len(b) {
+			if _, err := DecodeEmbeddings(b[:n]); !errors.Is(err, ErrCorruptEmbeddings) {
+				t.Fatalf("%d of %d bytes: err = %v, want ErrCorruptEmbeddings", n, len(b), err)
+			}
+		}
+	})
+	t.Run("every bit flip is refused", func(t *testing.T) {
+		for i := range len(b) * 8 {
+			c := append([]byte(nil), b...)
+			c[i/8] ^= 1 << (i % 8)
+			if _, err := DecodeEmbeddings(c); !errors.Is(err, ErrCorruptEmbeddings) {
+				t.Fatalf("bit %d flipped: err = %v, want ErrCorruptEmbeddings", i, err)
+			}
+		}
+	})
+	t.Run("atomic file write", func(t *testing.T) {
+		dir := t.TempDir()
+		path := filepath.Join(dir, FileEmbeddings)
+		if err := WriteEmbeddingsFile(path, f); err != nil {
+			t.Fatal(err)
+		}
+		ents, _ := os.ReadDir(dir)
+		if len(ents) != 1 {
+			t.Errorf("directory holds %d entries after the write, want only the file", len(ents))
+		}
+		if _, err := ReadEmbeddingsFile(path); err != nil {
+			t.Error(err)
+		}
+		if _, err := ReadEmbeddingsFile(filepath.Join(dir, "absent")); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("absent file: err = %v, want os.ErrNotExist", err)
+		}
+	})
+}
+
+func FuzzDecodeEmbeddings(f *testing.F) {
+	b, err := smallEmbeddings().Encode()
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(b)
+	f.Add(b[:40])
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		ef, err := DecodeEmbeddings(data)
+		if err != nil {
+			if !errors.Is(err, ErrCorruptEmbeddings) {
+				t.Fatalf("error %v does not wrap ErrCorruptEmbeddings", err)
+			}
+			return
+		}
+		out, err := ef.Encode()
+		if err != nil {
+			t.Fatalf("decoded file does not re-encode: %v", err)
+		}
+		if string(out) != string(data) {
+			t.Fatalf("re-encoding differs from the input")
+		}
+	})
+}
