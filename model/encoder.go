@@ -124,7 +124,7 @@ func encode(ctx *context.Context, c Config, inputs []*Node) *Node {
 }
 
 // contentInitStddev is the initial scale of the content bucket embeddings.
-const contentInitStddev = 1.0
+const contentInitStddev = 2.0
 
 // bagMean is the masked mean over the bag axis: emb [B,N,T,D], mask [B,N,T].
 func bagMean(emb, mask *Node) *Node {
