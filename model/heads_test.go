@@ -1,0 +1,92 @@
+package model
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+)
+
+// TestAlignLoss checks the in-batch contrastive loss: matched pairs score
+// far below chance, shuffled pairs do not, and explicit negatives (label 0)
+// are left out.
+func TestAlignLoss(t *testing.T) {
+	be, err := Backend()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const P, E = 8, 16
+	rng := rand.New(rand.NewPCG(3, 4))
+	unit := func() []float32 {
+		v := make([]float32, E)
+		var n float64
+		for i := range v {
+			v[i] = float32(rng.NormFloat64())
+			n += float64(v[i] * v[i])
+		}
+		for i := range v {
+			v[i] /= float32(math.Sqrt(n))
+		}
+		return v
+	}
+	srcs := make([][]float32, P)
+	for i := range srcs {
+		srcs[i] = unit()
+	}
+	// layout [3P, E]: sources, destinations, random nodes
+	layout := func(dstOf func(i int) []float32) []float32 {
+		var flat []float32
+		for i := range P {
+			flat = append(flat, srcs[i]...)
+		}
+		for i := range P {
+			flat = append(flat, dstOf(i)...)
+		}
+		for range P {
+			flat = append(flat, unit()...)
+		}
+		return flat
+	}
+	ones := make([]float32, 3*P)
+	for i := range ones {
+		ones[i] = 1
+	}
+	onlyFirst := make([]float32, 3*P)
+	onlyFirst[0] = 1
+	chance := math.Log(2*P) + math.Log(P)
+	exec := graph.MustNewExec(be, func(emb, label *graph.Node) *graph.Node { return alignLoss(emb, label, 0.1) })
+	loss := func(flat, label []float32) float64 {
+		out := exec.MustExec(tensors.FromFlatDataAndDimensions(flat, 3*P, E), tensors.FromFlatDataAndDimensions(label, 3*P))
+		return float64(out[0].Value().(float32))
+	}
+	matched := layout(func(i int) []float32 { return srcs[i] })
+	shuffled := layout(func(i int) []float32 { return srcs[(i+1)%P] })
+	// Event 0 matched, the others shuffled among themselves.
+	firstMatched := layout(func(i int) []float32 {
+		if i == 0 {
+			return srcs[0]
+		}
+		return srcs[1+i%(P-1)]
+	})
+	cases := []struct {
+		name     string
+		flat     []float32
+		label    []float32
+		min, max float64
+	}{
+		{"matched pairs", matched, ones, 0, chance / 4},
+		{"shuffled pairs", shuffled, ones, chance / 2, math.Inf(1)},
+		{"first matched, all counted", firstMatched, ones, chance / 2, math.Inf(1)},
+		{"label 0 left out", firstMatched, onlyFirst, 0, chance / 4},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := loss(tc.flat, tc.label)
+			if got < tc.min || got > tc.max || math.IsNaN(got) {
+				t.Errorf("alignLoss = %.4f, want in [%.4f, %.4f] (chance %.4f)", got, tc.min, tc.max, chance)
+			}
+		})
+	}
+}
