@@ -41,7 +41,7 @@ type TrainConfig struct {
 	Loss    LossWeights          `json:"loss"`
 
 	Steps        int     `json:"steps"`         // optimisation steps of this run (default 300)
-	Pairs        int     `json:"pairs"`         // engagement events per step; anchors per step = 3*Pairs (default 32)
+	Pairs        int     `json:"pairs"`         // engagement events per step; anchors per step = 3*Pairs (default 64)
 	LearningRate float64 `json:"learning_rate"` // AdamW (default 2e-3)
 	WeightDecay  float64 `json:"weight_decay"`  // AdamW (default 1e-4)
 	Seed         uint64  `json:"seed"`          // everything random derives from it (default 1)
@@ -68,7 +68,7 @@ func (c TrainConfig) WithDefaults() TrainConfig {
 		}
 	}
 	set(&c.Steps, 300)
-	set(&c.Pairs, 32)
+	set(&c.Pairs, 64)
 	set(&c.BlockSteps, 16)
 	set(&c.ValPairs, 4*c.Pairs)
 	set(&c.EvalEvery, 100)
