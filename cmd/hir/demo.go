@@ -42,7 +42,7 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 	fs.IntVar(&cfg.synth.Users, "users", 2000, "synthetic users")
 	fs.IntVar(&cfg.synth.Ads, "ads", 5000, "synthetic ads")
 	fs.Uint64Var(&cfg.synth.Seed, "seed", 1, "world and training seed")
-	fs.IntVar(&cfg.train.Steps, "steps", 100, "training steps of the first model (100: about a minute on 2 cores)")
+	fs.IntVar(&cfg.train.Steps, "steps", 50, "training steps of the first model (50 steps of 64 events: about a minute on 2 cores)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
