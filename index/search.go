@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/RoaringBitmap/roaring/v2"
 )
@@ -93,6 +94,11 @@ type Result struct {
 	// level used by StageTokens.
 	Stage Stage `json:"stage"`
 	Level int   `json:"level"`
+	// CandidatesTime and RerankTime split the search's wall time between
+	// candidate generation (filter, postings, widening) and the exact
+	// re-rank with explanations, for tracing.
+	CandidatesTime time.Duration `json:"candidates_ns"`
+	RerankTime     time.Duration `json:"rerank_ns"`
 }
 
 // Allowed returns the live docs passing f (nil: all live docs).
@@ -117,6 +123,7 @@ func (s *Snapshot) Search(ctx context.Context, q Query) (Result, error) {
 	if q.K <= 0 {
 		q.K = 10
 	}
+	start := time.Now()
 	o := s.search
 	if q.Options.CandidateFactor > 0 {
 		o.CandidateFactor = q.Options.CandidateFactor
@@ -158,6 +165,8 @@ func (s *Snapshot) Search(ctx context.Context, q Query) (Result, error) {
 		cand = roaring.Or(cand, roaring.And(q.Include, allowed))
 	}
 	res.Candidates = int(cand.GetCardinality())
+	rerankStart := time.Now()
+	res.CandidatesTime = rerankStart.Sub(start)
 	hits, err := s.rerank(ctx, q.Vector, cand, q.K)
 	if err != nil {
 		return Result{}, fmt.Errorf("search: %w", err)
@@ -176,6 +185,7 @@ func (s *Snapshot) Search(ctx context.Context, q Query) (Result, error) {
 		}
 	}
 	res.Hits = hits
+	res.RerankTime = time.Since(rerankStart)
 	return res, nil
 }
 

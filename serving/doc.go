@@ -64,7 +64,7 @@
 // virtual subgraph of those events. The embedding's query bag feeds the
 // token index with the filter and, by default, the user's seen ads
 // excluded; keywords (query) restrict the candidates to the keyword index's
-// hits. Spans: embed, keywords, candidates_rerank.
+// hits. Spans: embed, keywords, candidates, rerank.
 //
 // Training: a [Trainer] attached with [Server.AttachTrainer] runs a
 // [TrainJob] on a schedule or on POST /v1/model/train (202; 409 while one

@@ -329,7 +329,7 @@ func TestEndToEnd(t *testing.T) {
 		for _, s := range rec.Ended() {
 			names[s.Name()] = true
 		}
-		for _, want := range []string{"POST /v1/retrieve", "embed", "candidates_rerank", "keywords", "ingest", "train"} {
+		for _, want := range []string{"POST /v1/retrieve", "embed", "candidates", "rerank", "keywords", "ingest", "train"} {
 			if !names[want] {
 				t.Errorf("no span %q among %v", want, names)
 			}

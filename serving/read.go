@@ -11,6 +11,7 @@ import (
 	"github.com/RoaringBitmap/roaring/v2"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hir-ads/hir/api"
 	"github.com/hir-ads/hir/graph"
@@ -250,7 +251,12 @@ func (s *Server) RetrieveCandidates(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) stage(ctx context.Context, name string, start time.Time) {
-	s.tel.stageTime.Record(context.WithoutCancel(ctx), time.Since(start).Seconds(),
+	s.stageDuration(ctx, name, time.Since(start))
+}
+
+// stageDuration records the latency of one retrieval stage.
+func (s *Server) stageDuration(ctx context.Context, name string, d time.Duration) {
+	s.tel.stageTime.Record(context.WithoutCancel(ctx), d.Seconds(),
 		metric.WithAttributes(attribute.String("stage", name)))
 }
 
@@ -309,8 +315,9 @@ func (s *Server) retrieve(ctx context.Context, snap *Snapshot, p *retrieveParams
 		return out, nil
 	}
 
-	// Stage 3: candidates from the token index, then the exact re-rank.
-	sctx, span := s.tel.tracer.Start(ctx, "candidates_rerank")
+	// Stages 3 and 4: candidates from the token index, then the exact
+	// re-rank. The index does both in one call and reports how long each
+	// took, so their spans carry those timestamps.
 	start = time.Now()
 	var seen *roaring.Bitmap
 	if p.excludeSeen && (known || len(p.ctxEvents) > 0) {
@@ -320,14 +327,21 @@ func (s *Server) retrieve(ctx context.Context, snap *Snapshot, p *retrieveParams
 	if keyword != nil {
 		q = index.Hybrid(q, keyword, index.HybridAnd)
 	}
-	res, err := idx.Search(sctx, q)
-	span.SetAttributes(attribute.Int("hir.candidates", res.Candidates), attribute.Int("hir.allowed", res.Allowed),
-		attribute.String("hir.stage", string(res.Stage)), attribute.Int("hir.level", res.Level))
-	span.End()
+	searchStart := time.Now()
+	res, err := idx.Search(ctx, q)
 	if err != nil {
 		return nil, fmt.Errorf("search index: %w", err)
 	}
-	s.stage(ctx, "candidates_rerank", start)
+	rerankStart := searchStart.Add(res.CandidatesTime)
+	_, cspan := s.tel.tracer.Start(ctx, "candidates", trace.WithTimestamp(start))
+	cspan.SetAttributes(attribute.Int("hir.candidates", res.Candidates), attribute.Int("hir.allowed", res.Allowed),
+		attribute.String("hir.stage", string(res.Stage)), attribute.Int("hir.level", res.Level))
+	cspan.End(trace.WithTimestamp(rerankStart))
+	_, rspan := s.tel.tracer.Start(ctx, "rerank", trace.WithTimestamp(rerankStart))
+	rspan.SetAttributes(attribute.Int("hir.hits", len(res.Hits)))
+	rspan.End(trace.WithTimestamp(rerankStart.Add(res.RerankTime)))
+	s.stageDuration(ctx, "candidates", rerankStart.Sub(start))
+	s.stageDuration(ctx, "rerank", res.RerankTime)
 	s.tel.candidates.Record(context.WithoutCancel(ctx), int64(res.Candidates))
 
 	weights := make(map[index.Token]float32, len(q.Bag))
