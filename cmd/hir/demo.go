@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/hir-ads/hir/dataset"
-	"github.com/hir-ads/hir/eventlog"
 	"github.com/hir-ads/hir/graph"
 	"github.com/hir-ads/hir/model"
 	"github.com/hir-ads/hir/serving"
@@ -109,27 +108,6 @@ func demo(ctx context.Context, e *env, cfg demoConfig) error {
 			}
 		},
 	})
-}
-
-// importInto imports src (in format) into dataDir's event log, through the
-// same logSink as `hir import`.
-func importInto(ctx context.Context, e *env, format, src, dataDir string) (dataset.Summary, eventlog.AppendResult, error) {
-	log, _, err := eventlog.Open(ctx, eventlog.Options{Dir: filepath.Join(dataDir, "log"), Logger: e.logger}, nil)
-	if err != nil {
-		return dataset.Summary{}, eventlog.AppendResult{}, fmt.Errorf("open event log: %w", err)
-	}
-	sink := &logSink{ctx: ctx, log: log}
-	sum, err := dataset.Import(ctx, format, src, sink)
-	if err == nil {
-		err = sink.flush()
-	}
-	if cerr := log.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return sum, sink.stored, fmt.Errorf("import %s: %w", src, err)
-	}
-	return sum, sink.stored, nil
 }
 
 // demoKey returns a fresh random API key.

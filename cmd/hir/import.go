@@ -34,20 +34,9 @@ func runImport(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("validate %s: %w", *src, err)
 	}
-	log, _, err := eventlog.Open(ctx, eventlog.Options{Dir: filepath.Join(*data, "log"), Logger: e.logger}, nil)
+	_, stored, err := importInto(ctx, e, *format, *src, *data)
 	if err != nil {
-		return fmt.Errorf("open event log: %w", err)
-	}
-	sink := &logSink{ctx: ctx, log: log}
-	_, err = dataset.Import(ctx, *format, *src, sink)
-	if err == nil {
-		err = sink.flush()
-	}
-	if cerr := log.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("import %s: %w", *src, err)
+		return err
 	}
 	out := struct {
 		dataset.Summary
@@ -57,8 +46,29 @@ func runImport(ctx context.Context, e *env, args []string) error {
 			Duplicates int `json:"duplicates"`
 		} `json:"stored"`
 	}{Summary: sum}
-	out.Stored.Entities, out.Stored.Events, out.Stored.Duplicates = sink.stored.Entities, sink.stored.Events, sink.stored.Duplicates
+	out.Stored.Entities, out.Stored.Events, out.Stored.Duplicates = stored.Entities, stored.Events, stored.Duplicates
 	return json.NewEncoder(e.stdout).Encode(out)
+}
+
+// importInto appends what format's importer reads from src to the event log of
+// dataDir, in batches of importBatchItems.
+func importInto(ctx context.Context, e *env, format, src, dataDir string) (dataset.Summary, eventlog.AppendResult, error) {
+	log, _, err := eventlog.Open(ctx, eventlog.Options{Dir: filepath.Join(dataDir, "log"), Logger: e.logger}, nil)
+	if err != nil {
+		return dataset.Summary{}, eventlog.AppendResult{}, fmt.Errorf("open event log: %w", err)
+	}
+	sink := &logSink{ctx: ctx, log: log}
+	sum, err := dataset.Import(ctx, format, src, sink)
+	if err == nil {
+		err = sink.flush()
+	}
+	if cerr := log.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return sum, sink.stored, fmt.Errorf("import %s: %w", src, err)
+	}
+	return sum, sink.stored, nil
 }
 
 // logSink appends what an importer produces to the event log in batches.
