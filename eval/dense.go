@@ -25,8 +25,17 @@ type Embedder interface {
 	Observe(in Interaction)
 }
 
+// Priors is implemented by an [Embedder] whose retrieval adds a per-item
+// prior to the dot product (our engagement prior); [Dense] adds it too.
+type Priors interface {
+	// ItemPriors returns the weighted prior of every item by dense id, as of
+	// the events observed so far, or nil for none.
+	ItemPriors() []float32
+}
+
 // Dense is exact dense retrieval: items are ranked by the dot product of
-// their embedding with the user's, over every item.
+// their embedding with the user's (plus the item's prior when the embedder
+// implements [Priors]), over every item.
 type Dense struct {
 	name  string
 	emb   Embedder
@@ -76,6 +85,10 @@ func (d *Dense) TopK(ctx context.Context, q *Query, dst []int32) ([]int32, error
 	if err != nil {
 		return nil, fmt.Errorf("embed user %d: %w", q.User, err)
 	}
+	var priors []float32
+	if p, ok := d.emb.(Priors); ok {
+		priors = p.ItemPriors()
+	}
 	negInf := float32(math.Inf(-1))
 	for i, v := range d.items {
 		if v == nil || u == nil {
@@ -83,6 +96,9 @@ func (d *Dense) TopK(ctx context.Context, q *Query, dst []int32) ([]int32, error
 			continue
 		}
 		d.scores[i] = dot(u, v)
+		if priors != nil {
+			d.scores[i] += priors[i]
+		}
 	}
 	return topKScores(d.scores, q, dst), nil
 }

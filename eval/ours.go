@@ -39,6 +39,11 @@ type OursOptions struct {
 	// runs on catalogues smaller than that (otherwise the index re-ranks
 	// every ad and is exact by construction).
 	Build serving.BuildOptions
+	// PriorWeight scales the ads' engagement priors in the re-rank of both
+	// methods, as POST /v1/retrieve does (0: serving.DefaultPriorWeight;
+	// negative: no prior, the embeddings alone). Build.PriorHalfLife sets
+	// the priors' half-life.
+	PriorWeight float32
 	// ModelDir, when set, loads this model (a version directory or a data
 	// directory) instead of training one. It must have been trained on
 	// nothing later than the window's cut.
@@ -97,6 +102,12 @@ func NewOurs(opts OursOptions) *Ours {
 	}
 	if opts.TrainLog == nil {
 		opts.TrainLog = io.Discard
+	}
+	switch {
+	case opts.PriorWeight == 0:
+		opts.PriorWeight = serving.DefaultPriorWeight
+	case opts.PriorWeight < 0:
+		opts.PriorWeight = 0
 	}
 	if opts.Build.Search.ExhaustiveMax == 0 {
 		opts.Build.Search.ExhaustiveMax = 1
@@ -272,14 +283,40 @@ func (o *Ours) EmbedUser(ctx context.Context, q *Query) ([]float32, error) {
 	return vecs[0], nil
 }
 
-// Observe adds a replayed event to the store; the model is not retrained.
+// Observe adds a replayed event to the store and to the ads' engagement
+// priors, as the ingest path of the service does; the model is not
+// retrained.
 func (o *Ours) Observe(in Interaction) {
 	if o.store == nil {
 		return
 	}
-	if _, err := o.store.AddEvent(interactionEvent(o.cat, in)); err != nil {
+	ev := interactionEvent(o.cat, in)
+	added, err := o.store.AddEvent(ev)
+	if err != nil {
 		o.log.Warn("observe event", "err", err)
+		return
 	}
+	if added && o.snap != nil {
+		if err := o.snap.ObserveEngagement(context.Background(), o.store, []graph.Event{ev}); err != nil {
+			o.log.Warn("observe engagement", "err", err)
+		}
+	}
+}
+
+// ItemPriors returns the weighted prior of every item (by dense id) as the
+// re-rank adds it: PriorWeight times the ad's prior in the live index; nil
+// when the weight is 0.
+func (o *Ours) ItemPriors() []float32 {
+	if o.opts.PriorWeight == 0 || o.snap == nil {
+		return nil
+	}
+	idx := o.snap.Index.Snapshot()
+	out := make([]float32, len(o.itemNode))
+	for i, n := range o.itemNode {
+		p, _ := idx.Prior(n)
+		out[i] = o.opts.PriorWeight * p
+	}
+	return out
 }
 
 // TokenLevels returns our token assignment of the ads for the truth
@@ -351,7 +388,7 @@ func (t *oursTokens) TopK(ctx context.Context, q *Query, dst []int32) ([]int32, 
 	for _, in := range q.History {
 		t.exclude.Add(t.o.itemNode[in.Item])
 	}
-	_, res, err := t.o.snap.RetrieveVector(ctx, u, q.K, nil, t.exclude)
+	_, res, err := t.o.snap.RetrieveVector(ctx, u, q.K, nil, t.exclude, t.o.opts.PriorWeight)
 	if err != nil {
 		return nil, err
 	}

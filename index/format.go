@@ -20,7 +20,8 @@ import (
 var ErrCorrupt = errors.New("corrupt index snapshot")
 
 // FormatVersion is the snapshot file format version written by WriteTo.
-const FormatVersion = 1
+// ReadSnapshot also reads version 1 files (no doc priors; they read as 0).
+const FormatVersion = 2
 
 var (
 	fileMagic = [8]byte{'H', 'I', 'R', 'I', 'D', 'X', '\r', '\n'}
@@ -143,8 +144,9 @@ func decodeSnapshot(data []byte) (s *Snapshot, err error) {
 	if !bytes.Equal(data[:8], fileMagic[:]) {
 		return nil, corrupt("bad magic %q", data[:8])
 	}
-	if v := binary.LittleEndian.Uint32(data[8:12]); v != FormatVersion {
-		return nil, corrupt("unsupported format version %d (want %d)", v, FormatVersion)
+	version := binary.LittleEndian.Uint32(data[8:12])
+	if version != 1 && version != FormatVersion {
+		return nil, corrupt("unsupported format version %d (want 1 or %d)", version, FormatVersion)
 	}
 	rest := data[12:]
 	secs := map[string][]byte{}
@@ -181,7 +183,7 @@ func decodeSnapshot(data []byte) (s *Snapshot, err error) {
 	if err := decodeAttrs(tx, secs[secAttrs]); err != nil {
 		return nil, err
 	}
-	if err := decodeDocs(tx, secs[secDocs]); err != nil {
+	if err := decodeDocs(tx, secs[secDocs], version >= 2); err != nil {
 		return nil, err
 	}
 	if err := decodePostings(tx, secs[secPostings]); err != nil {
@@ -384,6 +386,7 @@ func (s *Snapshot) encodeDocs() ([]byte, error) {
 		id := it.Next()
 		e.u32(id)
 		e.vecs(s.emb.at(int(id)))
+		e.f32(s.prior.get(int(id)))
 		m := s.meta.get(int(id))
 		e.u32(uint32(len(m)))
 		for _, x := range m {
@@ -393,11 +396,15 @@ func (s *Snapshot) encodeDocs() ([]byte, error) {
 	return e.b, nil
 }
 
-func decodeDocs(tx *txn, b []byte) error {
+func decodeDocs(tx *txn, b []byte, withPrior bool) error {
 	d := &dec{sec: secDocs, b: b}
 	tx.s.seq = d.u64()
 	dim := tx.s.q.dim
-	n := d.count("doc", 8+4*dim)
+	minDoc := 8 + 4*dim
+	if withPrior {
+		minDoc += 4
+	}
+	n := d.count("doc", minDoc)
 	last := int64(-1)
 	nSlots := tx.s.levelOff[len(tx.s.levelOff)-1]
 	for range n {
@@ -407,6 +414,12 @@ func decodeDocs(tx *txn, b []byte) error {
 		}
 		last = int64(id)
 		v := d.vec(dim)
+		var prior float32
+		if withPrior {
+			if prior = d.f32(); prior != prior || math.IsInf(float64(prior), 0) {
+				d.fail("doc %d: prior %v not finite", id, prior)
+			}
+		}
 		m := make([]uint32, d.count("doc meta", 4))
 		for i := range m {
 			m[i] = d.u32()
@@ -429,6 +442,9 @@ func decodeDocs(tx *txn, b []byte) error {
 			}
 		}
 		copy(tx.emb.slot(int(id)), v)
+		if prior != 0 {
+			tx.prior.set(int(id), prior)
+		}
 		tx.meta.set(int(id), m)
 		tx.s.live.Add(id)
 	}

@@ -40,7 +40,9 @@ func snapshotsEqual(t *testing.T, a, b *Snapshot) {
 		tb, _ := b.Tokens(id)
 		aa, _ := a.Attrs(id)
 		ab, _ := b.Attrs(id)
-		if !cmp.Equal(ea, eb) || !cmp.Equal(ta, tb) || !cmp.Equal(aa, ab) {
+		pa, _ := a.Prior(id)
+		pb, _ := b.Prior(id)
+		if !cmp.Equal(ea, eb) || !cmp.Equal(ta, tb) || !cmp.Equal(aa, ab) || pa != pb {
 			t.Fatalf("doc %d differs", id)
 		}
 	}
@@ -53,6 +55,9 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	ix, s := testIndex(t, 1200, 4)
 	if err := ix.Delete(ctx, 3, 4, 500); err != nil {
+		t.Fatal(err)
+	}
+	if err := ix.SetPriors(ctx, []uint32{1, 2, 700}, []float32{0.5, -2, 3.25}); err != nil {
 		t.Fatal(err)
 	}
 	snap := ix.Snapshot()

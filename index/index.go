@@ -45,6 +45,10 @@ type Doc struct {
 	Attrs map[string][]string
 	// Labels holds free key=value labels, stored as LabelPrefix+key.
 	Labels map[string]string
+	// Prior is an additive score term of the doc (for example the log of
+	// its recent engagement): the exact re-rank scores a doc
+	// Dot(query, Embedding) + Query.PriorWeight*Prior. Zero: no prior.
+	Prior float32
 }
 
 // Options configures an [Index]. Zero fields take defaults.
@@ -129,6 +133,28 @@ func (ix *Index) Upsert(ctx context.Context, docs ...Doc) error {
 	for i := range docs {
 		tx.remove(docs[i].ID)
 		tx.add(&docs[i], bags[i])
+	}
+	ix.cur.Store(tx.commit())
+	return nil
+}
+
+// SetPriors replaces the priors of live docs (ids[i] gets priors[i]) and
+// publishes one new snapshot; bags and postings are untouched. Ids that are
+// not live are ignored.
+func (ix *Index) SetPriors(ctx context.Context, ids []uint32, priors []float32) error {
+	if len(ids) != len(priors) {
+		return fmt.Errorf("set priors: %w: %d ids, %d priors", ErrBadQuery, len(ids), len(priors))
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("set priors: %w", err)
+	}
+	ix.mtx.Lock()
+	defer ix.mtx.Unlock()
+	tx := begin(ix.cur.Load())
+	for i, id := range ids {
+		if tx.s.live.Contains(id) {
+			tx.prior.set(int(id), priors[i])
+		}
 	}
 	ix.cur.Store(tx.commit())
 	return nil
@@ -247,6 +273,7 @@ type Snapshot struct {
 	levelOff []int // token slot of (level, 0)
 	live     *roaring.Bitmap
 	emb      pvec[float32]         // width dim, by doc id
+	prior    pvec[float32]         // by doc id (Doc.Prior)
 	meta     pvec[[]uint32]        // by doc id: [ntok, tokens..., attr ids...]
 	post     pvec[*roaring.Bitmap] // by token slot
 	dict     *attrDict
@@ -261,6 +288,7 @@ func emptySnapshot(q *Quantizer) *Snapshot {
 		q:        q,
 		live:     roaring.New(),
 		emb:      pvec[float32]{width: q.dim},
+		prior:    pvec[float32]{width: 1},
 		meta:     pvec[[]uint32]{width: 1},
 		post:     pvec[*roaring.Bitmap]{width: 1},
 		dict:     &attrDict{ids: make(map[string]uint32)},
@@ -316,6 +344,14 @@ func (s *Snapshot) Embedding(id uint32) ([]float32, bool) {
 		return nil, false
 	}
 	return s.emb.at(int(id)), true
+}
+
+// Prior returns the prior of a live doc (see Doc.Prior).
+func (s *Snapshot) Prior(id uint32) (float32, bool) {
+	if !s.live.Contains(id) {
+		return 0, false
+	}
+	return s.prior.get(int(id)), true
 }
 
 // Tokens returns the bag (sorted tokens) of a live doc.
@@ -406,6 +442,7 @@ func (s *Snapshot) attr(key, value string) *roaring.Bitmap {
 type txn struct {
 	s        *Snapshot
 	emb      *pvecTxn[float32]
+	prior    *pvecTxn[float32]
 	meta     *pvecTxn[[]uint32]
 	post     *pvecTxn[*roaring.Bitmap]
 	names    *pvecTxn[attrName]
@@ -421,7 +458,7 @@ func begin(base *Snapshot) *txn {
 	ns.live = base.live.Clone()
 	ns.seq++
 	return &txn{
-		s: &ns, emb: edit(&base.emb), meta: edit(&base.meta), post: edit(&base.post),
+		s: &ns, emb: edit(&base.emb), prior: edit(&base.prior), meta: edit(&base.meta), post: edit(&base.post),
 		names: edit(&base.names), attrBits: edit(&base.attrBits),
 		ownPost: make(map[int]bool), ownAttr: make(map[int]bool),
 	}
@@ -499,6 +536,9 @@ func (tx *txn) internAttr(key, value string) uint32 {
 func (tx *txn) add(d *Doc, toks []Token) {
 	id := d.ID
 	copy(tx.emb.slot(int(id)), d.Embedding)
+	if d.Prior != 0 || tx.prior.v.get(int(id)) != 0 {
+		tx.prior.set(int(id), d.Prior)
+	}
 	var attrIDs []uint32
 	for _, k := range sortedKeys(d.Attrs) {
 		for _, v := range d.Attrs[k] {
@@ -546,7 +586,7 @@ func (tx *txn) commit() *Snapshot {
 		tx.attrBits.v.get(id).RunOptimize()
 	}
 	tx.s.live.RunOptimize()
-	tx.s.emb, tx.s.meta, tx.s.post = *tx.emb.v, *tx.meta.v, *tx.post.v
+	tx.s.emb, tx.s.prior, tx.s.meta, tx.s.post = *tx.emb.v, *tx.prior.v, *tx.meta.v, *tx.post.v
 	tx.s.names, tx.s.attrBits = *tx.names.v, *tx.attrBits.v
 	return tx.s
 }

@@ -60,6 +60,10 @@ type Query struct {
 	// Exhaustive skips the token stage and re-ranks every doc passing the
 	// filters: exact top-K, the reference for recall.
 	Exhaustive bool
+	// PriorWeight scales the docs' priors in the exact re-rank: a doc
+	// scores Dot(Vector, embedding) + PriorWeight*Prior (0: dot product
+	// only). Candidate generation ignores it.
+	PriorWeight float32
 	// Options overrides the index's SearchOptions where non-zero.
 	Options SearchOptions
 }
@@ -167,7 +171,7 @@ func (s *Snapshot) Search(ctx context.Context, q Query) (Result, error) {
 	res.Candidates = int(cand.GetCardinality())
 	rerankStart := time.Now()
 	res.CandidatesTime = rerankStart.Sub(start)
-	hits, err := s.rerank(ctx, q.Vector, cand, q.K)
+	hits, err := s.rerank(ctx, q.Vector, q.PriorWeight, cand, q.K)
 	if err != nil {
 		return Result{}, fmt.Errorf("search: %w", err)
 	}
@@ -260,9 +264,9 @@ func (h *hitHeap) Pop() any {
 	return x
 }
 
-// rerank scores every candidate by dot product and keeps the top k, best
-// first (ties by smaller id).
-func (s *Snapshot) rerank(ctx context.Context, vec []float32, cand *roaring.Bitmap, k int) ([]Hit, error) {
+// rerank scores every candidate by dot product plus priorW times its prior
+// and keeps the top k, best first (ties by smaller id).
+func (s *Snapshot) rerank(ctx context.Context, vec []float32, priorW float32, cand *roaring.Bitmap, k int) ([]Hit, error) {
 	h := make(hitHeap, 0, k+1)
 	it := cand.Iterator()
 	n := 0
@@ -279,6 +283,9 @@ func (s *Snapshot) rerank(ctx context.Context, vec []float32, cand *roaring.Bitm
 			continue
 		}
 		sc := Dot(vec, e)
+		if priorW != 0 {
+			sc += priorW * s.prior.get(int(id))
+		}
 		if len(h) < k {
 			heap.Push(&h, Hit{ID: id, Score: sc})
 		} else if sc > h[0].Score || (sc == h[0].Score && id < h[0].ID) {

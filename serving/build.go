@@ -30,6 +30,9 @@ type BuildOptions struct {
 	Search index.SearchOptions
 	// Logger defaults to discard.
 	Logger *slog.Logger
+	// PriorHalfLife is the half-life of engagement in the ads' priors
+	// (default DefaultPriorHalfLife; negative: no priors, every ad's is 0).
+	PriorHalfLife time.Duration
 	// PersistDir, when set, is where [BuildSnapshot] and [OpenSnapshot]
 	// save the snapshot's files ([SaveSnapshotFiles]): normally the model's
 	// checkpoint directory. [NewTrainJob] sets it to each new checkpoint.
@@ -39,6 +42,9 @@ type BuildOptions struct {
 func (o *BuildOptions) applyDefaults() {
 	if o.EmbedBatch <= 0 {
 		o.EmbedBatch = 256
+	}
+	if o.PriorHalfLife == 0 {
+		o.PriorHalfLife = DefaultPriorHalfLife
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -77,6 +83,12 @@ func BuildSnapshot(ctx context.Context, m *model.Model, store *graph.Store, asOf
 		return nil, err
 	}
 	snap.Index = ix
+	if opts.PriorHalfLife > 0 {
+		snap.trend = newTrend(store, asOf, asOf, opts.PriorHalfLife)
+	}
+	if err := snap.syncPriors(ctx); err != nil {
+		return nil, err
+	}
 	if err := buildCatalogue(ctx, snap, store); err != nil {
 		return nil, err
 	}
@@ -291,6 +303,7 @@ func (s *Server) indexFresh(ctx context.Context, snap *Snapshot, b eventlog.Batc
 	adDocs := make([]index.Doc, len(ids))
 	for i, id := range ids {
 		adDocs[i] = adDoc(s.store, id, asOf, vecs[i])
+		adDocs[i].Prior = snap.trend.prior(id.Idx)
 	}
 	if err := snap.Index.Upsert(ctx, adDocs...); err != nil {
 		return fmt.Errorf("upsert fresh ads: %w", err)

@@ -3,6 +3,7 @@ package serving
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -18,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/hir-ads/hir/api"
+	"github.com/hir-ads/hir/graph"
 )
 
 // waitModel polls GET /v1/model until the served version differs from old.
@@ -308,6 +310,57 @@ func TestEndToEnd(t *testing.T) {
 		kw, err := env.client.RetrieveCandidatesWithResponse(ctx, api.RetrieveRequest{Query: ptr("barista"), K: ptr(100)})
 		if err != nil || kw.JSON200 == nil || !slices.ContainsFunc(kw.JSON200.Candidates, func(c api.Candidate) bool { return c.Id == "ad-new" }) {
 			t.Errorf("fresh ad missing from keyword candidates: %v %s", err, kw.Body)
+		}
+	})
+
+	t.Run("prior follows engagement", func(t *testing.T) {
+		ask := func(w *float32) []api.Candidate {
+			t.Helper()
+			res, err := env.client.RetrieveCandidatesWithResponse(ctx, api.RetrieveRequest{User: &user, K: ptr(40), ExcludeSeen: ptr(false), PriorWeight: w})
+			if err != nil || res.JSON200 == nil {
+				t.Fatalf("retrieve: %v %d %s", err, res.StatusCode(), res.Body)
+			}
+			return res.JSON200.Candidates
+		}
+		before := ask(ptr(float32(0)))
+		target := before[len(before)-1].Id // the ad the embeddings rank last for u0
+		prior := func() float32 {
+			id, _ := env.srv.Store().Lookup(graph.Ref{Type: graph.NodeAd, ID: target})
+			p, _ := env.srv.Snapshot().Index.Snapshot().Prior(id.Idx)
+			return p
+		}
+		p0 := prior()
+		// Twenty other users click it now; one event sent twice counts once.
+		var evs []api.Event
+		for i := range 20 {
+			evs = append(evs, apiEvent(fmt.Sprintf("prior-%d", i), api.User, fmt.Sprintf("fan%d", i), api.Ad, target, api.Click, worldT0+40*24*3600*1000))
+		}
+		evs = append(evs, evs[0])
+		if res, err := env.client.PostEventsWithResponse(ctx, api.EventsRequest{Events: evs}); err != nil || res.JSON200 == nil {
+			t.Fatalf("post clicks: %v %s", err, res.Body)
+		}
+		p1 := prior()
+		if p1 <= p0 {
+			t.Fatalf("prior of %s = %v after 20 clicks, was %v: want it to grow", target, p1, p0)
+		}
+		if res, err := env.client.PostEventsWithResponse(ctx, api.EventsRequest{Events: evs[:1]}); err != nil || res.JSON200 == nil {
+			t.Fatalf("post duplicate: %v %s", err, res.Body)
+		}
+		if p2 := prior(); p2 != p1 {
+			t.Errorf("a duplicate event changed the prior: %v -> %v", p1, p2)
+		}
+		if got := ask(ptr(float32(0))); got[len(got)-1].Id != target {
+			t.Errorf("prior_weight 0: last candidate %s, want %s (embeddings alone)", got[len(got)-1].Id, target)
+		}
+		if got := ask(ptr(float32(100))); got[0].Id != target {
+			t.Errorf("prior_weight 100: top candidate %s, want the clicked ad %s", got[0].Id, target)
+		}
+		for _, body := range []string{`{"user":{"type":"user","id":"u0"},"prior_weight":-1}`, `{"user":{"type":"user","id":"u0"},"prior_weight":101}`, `{"user":{"type":"user","id":"u0"},"prior_weight":"x"}`} {
+			if code, h, b := env.raw(http.MethodPost, "/v1/retrieve", "application/json", testKey, strings.NewReader(body)); code != http.StatusBadRequest {
+				t.Errorf("%s: status %d, want 400", body, code)
+			} else if p := problem(t, h, b); p.Detail == nil || !strings.Contains(*p.Detail, "prior_weight") {
+				t.Errorf("%s: problem %+v does not name prior_weight", body, p)
+			}
 		}
 	})
 

@@ -21,7 +21,8 @@ import (
 func OpenStore(ctx context.Context, opts eventlog.Options, storeOpts graph.Options) (*eventlog.Log, *graph.Store, eventlog.OpenReport, error) {
 	store := graph.NewStore(storeOpts)
 	log, rep, err := eventlog.Open(ctx, opts, func(b eventlog.Batch) error {
-		return applyBatch(store, b.Entities, b.Events)
+		_, err := applyBatch(store, b.Entities, b.Events)
+		return err
 	})
 	if err != nil {
 		return nil, nil, rep, fmt.Errorf("open event log: %w", err)
@@ -30,19 +31,25 @@ func OpenStore(ctx context.Context, opts eventlog.Options, storeOpts graph.Optio
 }
 
 // applyBatch applies a stored batch to store: entities first (so events find
-// their content), then events. Duplicate event ids are skipped by the store.
-func applyBatch(store *graph.Store, ents []graph.Entity, evs []graph.Event) error {
+// their content), then events. Duplicate event ids are skipped by the store;
+// it returns the events that were new.
+func applyBatch(store *graph.Store, ents []graph.Entity, evs []graph.Event) ([]graph.Event, error) {
 	for i := range ents {
 		if _, err := store.UpsertEntity(ents[i]); err != nil {
-			return fmt.Errorf("apply entity %s: %w", ents[i].Ref(), err)
+			return nil, fmt.Errorf("apply entity %s: %w", ents[i].Ref(), err)
 		}
 	}
+	added := make([]graph.Event, 0, len(evs))
 	for i := range evs {
-		if _, err := store.AddEvent(evs[i]); err != nil {
-			return fmt.Errorf("apply event %d: %w", i, err)
+		ok, err := store.AddEvent(evs[i])
+		if err != nil {
+			return nil, fmt.Errorf("apply event %d: %w", i, err)
+		}
+		if ok {
+			added = append(added, evs[i])
 		}
 	}
-	return nil
+	return added, nil
 }
 
 // PostEntities upserts a batch of entities, all or nothing.
@@ -126,7 +133,8 @@ func (s *Server) ingest(ctx context.Context, b eventlog.Batch) (api.IngestResult
 	}
 	// The batch is durable: apply it even if the client has gone away, so the
 	// in-memory graph matches the log.
-	if err := applyBatch(s.store, b.Entities, b.Events); err != nil {
+	added, err := applyBatch(s.store, b.Entities, b.Events)
+	if err != nil {
 		s.logger.Error("stored batch failed to apply to the graph", "seq", res.Seq, "err", err)
 		return api.IngestResult{}, fmt.Errorf("apply batch %d: %w", res.Seq, err)
 	}
@@ -134,9 +142,15 @@ func (s *Server) ingest(ctx context.Context, b eventlog.Batch) (api.IngestResult
 	s.tel.ingested.Add(actx, int64(res.Entities), metric.WithAttributes(attribute.String("kind", "entity")))
 	s.tel.ingested.Add(actx, int64(res.Events), metric.WithAttributes(attribute.String("kind", "event")))
 	s.tel.ingested.Add(actx, int64(res.Duplicates), metric.WithAttributes(attribute.String("kind", "duplicate")))
-	if err := s.indexFresh(actx, s.snap.Load(), b); err != nil {
+	snap := s.snap.Load()
+	if err := s.indexFresh(actx, snap, b); err != nil {
 		// The batch is stored; the ads will be indexed by the next training run.
 		s.logger.Warn("index fresh ads", "seq", res.Seq, "err", err)
+	}
+	if snap != nil {
+		if err := snap.ObserveEngagement(actx, s.store, added); err != nil {
+			s.logger.Warn("update ad priors", "seq", res.Seq, "err", err)
+		}
 	}
 	out := api.IngestResult{Entities: res.Entities, Events: res.Events, Duplicates: res.Duplicates}
 	if res.Seq != 0 {

@@ -64,6 +64,10 @@ type Options struct {
 	// on the fly from its current neighbourhood rather than served from the
 	// snapshot (default 3).
 	MinUserEvents int
+	// PriorWeight scales the ads' engagement priors in the exact re-rank of
+	// POST /v1/retrieve when a request names none (0: DefaultPriorWeight;
+	// negative: no prior, rank by the embeddings alone).
+	PriorWeight float32
 
 	// EmbedCacheSize bounds the per-model-version cache of user embeddings
 	// (default 100000 entries).
@@ -94,6 +98,14 @@ func (o *Options) applyDefaults() error {
 	}
 	if o.MaxRateKeys == 0 {
 		o.MaxRateKeys = DefaultMaxRateKeys
+	}
+	switch {
+	case o.PriorWeight == 0:
+		o.PriorWeight = DefaultPriorWeight
+	case o.PriorWeight < 0:
+		o.PriorWeight = 0
+	case o.PriorWeight > MaxPriorWeight:
+		return fmt.Errorf("%w: prior weight %v above %v", ErrBadOptions, o.PriorWeight, MaxPriorWeight)
 	}
 	if o.MinUserEvents == 0 {
 		o.MinUserEvents = 3

@@ -397,6 +397,14 @@ func LoadSnapshot(ctx context.Context, m *model.Model, store *graph.Store, dir s
 		return nil, st, err
 	}
 	st.Upserted = n
+	// The trend is not persisted: count it again from the graph, which
+	// holds the events ingested since the snapshot was built as well.
+	if opts.PriorHalfLife > 0 {
+		snap.trend = newTrend(store, snap.AsOf, max(asOf, snap.AsOf), opts.PriorHalfLife)
+	}
+	if err := snap.syncPriors(ctx); err != nil {
+		return nil, st, err
+	}
 	catStart := time.Now()
 	if err := buildCatalogue(ctx, snap, store); err != nil {
 		return nil, st, err

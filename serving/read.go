@@ -21,6 +21,7 @@ import (
 // Limits of read requests, as in openapi.yaml.
 const (
 	MaxK                = 1000
+	MaxPriorWeight      = 100.0
 	DefaultRetrieveK    = 100
 	DefaultSimilarK     = 20
 	MaxContextEvents    = 1000
@@ -43,6 +44,7 @@ type retrieveRequest struct {
 	Query         *string           `json:"query"`
 	ContextEvents []json.RawMessage `json:"context_events"`
 	Explain       *bool             `json:"explain"`
+	PriorWeight   *float64          `json:"prior_weight"`
 }
 
 // retrieveParams is a decoded, validated retrieve request.
@@ -54,6 +56,7 @@ type retrieveParams struct {
 	query       string
 	ctxEvents   []graph.Event
 	explain     bool
+	priorWeight *float32 // nil: the server's default
 }
 
 func decodeRetrieve(body []byte) (*retrieveParams, error) {
@@ -83,6 +86,13 @@ func decodeRetrieve(body []byte) (*retrieveParams, error) {
 	}
 	if req.Explain != nil {
 		p.explain = *req.Explain
+	}
+	if w := req.PriorWeight; w != nil {
+		if !(*w >= 0 && *w <= MaxPriorWeight) {
+			return nil, badRequestf("prior_weight: %v is out of range 0..%v", *w, MaxPriorWeight)
+		}
+		pw := float32(*w)
+		p.priorWeight = &pw
 	}
 	if req.Query != nil {
 		p.query = *req.Query
@@ -323,7 +333,11 @@ func (s *Server) retrieve(ctx context.Context, snap *Snapshot, p *retrieveParams
 	if p.excludeSeen && (known || len(p.ctxEvents) > 0) {
 		seen = s.seenAds(known, uid, p.ctxEvents)
 	}
-	q := UserQuery(idx, vec, p.k, p.filter, seen)
+	priorW := s.opts.PriorWeight
+	if p.priorWeight != nil {
+		priorW = *p.priorWeight
+	}
+	q := UserQuery(idx, vec, p.k, p.filter, seen, priorW)
 	if keyword != nil {
 		q = index.Hybrid(q, keyword, index.HybridAnd)
 	}

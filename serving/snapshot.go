@@ -43,6 +43,10 @@ type Snapshot struct {
 	// Catalogue labels the interest tokens of Index as built (nil: no
 	// labels).
 	Catalogue *index.Catalogue
+
+	// trend holds the ads' engagement counts behind the index priors (nil:
+	// priors disabled).
+	trend *trend
 }
 
 // IndexSize returns the number of ads in the live index.

@@ -46,10 +46,23 @@ type serveConfig struct {
 	// serving's defaults; a negative rate disables limiting).
 	ratePerSecond float64
 	rateBurst     int
+	// priorWeight scales the ads' engagement priors in the re-rank (0: no
+	// prior); priorHalfLife is their half-life (0: no priors).
+	priorWeight   float64
+	priorHalfLife time.Duration
 	// ready, when set, runs in its own goroutine once the listener is open
 	// and the stored model (if any) is published; serve waits for it
 	// before returning.
 	ready func(ctx context.Context, srv *serving.Server, addr net.Addr)
+}
+
+// build returns the snapshot build options of the served snapshots.
+func (cfg *serveConfig) build(logger *slog.Logger) serving.BuildOptions {
+	halfLife := cfg.priorHalfLife
+	if halfLife == 0 {
+		halfLife = -1 // serving: negative = no priors, 0 = its default
+	}
+	return serving.BuildOptions{Logger: logger, PriorHalfLife: halfLife}
 }
 
 func runServe(ctx context.Context, e *env, args []string) error {
@@ -70,6 +83,8 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	fs.StringVar(&cfg.redisPrefix, "redis-prefix", cluster.DefaultPrefix, "prefix of every Redis key this service uses")
 	fs.Float64Var(&cfg.ratePerSecond, "rate-limit", 0, "requests per second per API key or client IP (0: 1000; negative: no limit)")
 	fs.IntVar(&cfg.rateBurst, "rate-burst", 0, "token-bucket burst of the rate limit (0: 2000)")
+	fs.Float64Var(&cfg.priorWeight, "prior-weight", serving.DefaultPriorWeight, "weight of the ads' engagement prior in the re-rank when a request names none (0: embeddings alone)")
+	fs.DurationVar(&cfg.priorHalfLife, "prior-half-life", serving.DefaultPriorHalfLife, "half-life of engagement in the ads' priors (0: no priors)")
 	level := fs.String("log-level", "info", "log level: debug, info (one access-log line per request), warn, error")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -123,24 +138,28 @@ func serve(ctx context.Context, e *env, cfg serveConfig) error {
 	}
 	store.Compact()
 	logger.Info("event log replayed", "batches", rep.Batches, "events", store.NumEvents(), "elapsed", time.Since(start))
+	priorWeight := float32(cfg.priorWeight)
+	if priorWeight == 0 {
+		priorWeight = -1 // serving: negative = no prior, 0 = its default
+	}
 	srv, err := serving.New(serving.Options{Logger: logger, APIKeys: cfg.apiKeys, ReadAuth: cfg.readAuth,
-		RatePerSecond: cfg.ratePerSecond, RateBurst: cfg.rateBurst}, log, store)
+		RatePerSecond: cfg.ratePerSecond, RateBurst: cfg.rateBurst, PriorWeight: priorWeight}, log, store)
 	if err != nil {
 		return errors.Join(fmt.Errorf("create server: %w", err), log.Close())
 	}
-	if err := publishStored(ctx, srv, cfg.dataDir, logger); err != nil {
+	if err := publishStored(ctx, srv, cfg.dataDir, cfg.build(logger)); err != nil {
 		return errors.Join(err, srv.Close())
 	}
 	if cl != nil {
 		if err := srv.JoinCluster(cl, serving.ClusterOptions{Lease: cluster.LeaseOptions{TTL: cfg.leaseTTL},
-			Build: serving.BuildOptions{Logger: logger}}); err != nil {
+			Build: cfg.build(logger)}); err != nil {
 			return errors.Join(err, srv.Close())
 		}
 	}
 	train := cfg.train
 	train.Logger = logger
 	if _, err := srv.AttachTrainer(serving.TrainerOptions{
-		Job:   serving.NewTrainJob(store, serving.JobOptions{DataDir: cfg.dataDir, Train: train, Build: serving.BuildOptions{Logger: logger}}),
+		Job:   serving.NewTrainJob(store, serving.JobOptions{DataDir: cfg.dataDir, Train: train, Build: cfg.build(logger)}),
 		Every: cfg.trainEvery,
 	}); err != nil {
 		return errors.Join(err, srv.Close())
@@ -200,7 +219,8 @@ func connectCluster(ctx context.Context, cfg serveConfig, logger *slog.Logger) (
 // added since are embedded), otherwise by embedding every entity and then
 // persisting those files — and publishes it. Without a model, the server
 // answers retrieval with 503 until one is trained.
-func publishStored(ctx context.Context, srv *serving.Server, dataDir string, logger *slog.Logger) error {
+func publishStored(ctx context.Context, srv *serving.Server, dataDir string, build serving.BuildOptions) error {
+	logger := build.Logger
 	dir, err := model.LatestVersionDir(dataDir)
 	if errors.Is(err, model.ErrNoCheckpoint) {
 		logger.Warn("no model yet: retrieval answers 503 until one is trained (POST /v1/model/train or `hir train`)")
@@ -214,7 +234,8 @@ func publishStored(ctx context.Context, srv *serving.Server, dataDir string, log
 		return fmt.Errorf("load model %s: %w", dir, err)
 	}
 	store := srv.Store()
-	snap, err := serving.OpenSnapshot(ctx, m, store, dir, store.MaxTS(), serving.BuildOptions{Logger: logger, PersistDir: dir})
+	build.PersistDir = dir
+	snap, err := serving.OpenSnapshot(ctx, m, store, dir, store.MaxTS(), build)
 	if err != nil {
 		return fmt.Errorf("build snapshot of %s: %w", m.Version(), err)
 	}
