@@ -46,6 +46,11 @@ type Config struct {
 	AlignTemp float64 `json:"align_temp"`
 	// SinkhornIters is the number of Sinkhorn-Knopp normalisation rounds.
 	SinkhornIters int `json:"sinkhorn_iters"`
+	// ProtoMomentum, when > 0, learns the prototypes as an exponential
+	// moving average of the teacher embeddings their balanced assignment
+	// gives them (p <- m*p + (1-m)*mean, then normalised) instead of by
+	// gradient; negative: by gradient (the optimizer).
+	ProtoMomentum float64 `json:"proto_momentum"`
 }
 
 // DefaultConfig returns the defaults, sized for a 2-core CPU: width 64, 2 layers,
@@ -60,6 +65,7 @@ func DefaultConfig() Config {
 		TeacherTemp:   0.05,
 		AlignTemp:     0.1,
 		SinkhornIters: 3,
+		ProtoMomentum: 0.9,
 	}
 }
 
@@ -96,6 +102,9 @@ func (c Config) WithDefaults() Config {
 	if c.AlignTemp == 0 {
 		c.AlignTemp = d.AlignTemp
 	}
+	if c.ProtoMomentum == 0 {
+		c.ProtoMomentum = d.ProtoMomentum
+	}
 	return c
 }
 
@@ -123,6 +132,9 @@ func (c Config) Validate() error {
 	}
 	if c.StudentTemp <= 0 || c.TeacherTemp <= 0 {
 		return fmt.Errorf("%w: temperatures must be > 0", ErrBadConfig)
+	}
+	if c.ProtoMomentum >= 1 {
+		return fmt.Errorf("%w: proto_momentum %v, want < 1", ErrBadConfig, c.ProtoMomentum)
 	}
 	return nil
 }

@@ -11,11 +11,35 @@ import (
 	"github.com/hir-ads/hir/graph"
 )
 
-// prototypes returns the L2-normalised prototypes of level l: [K_l, EmbedDim].
-func prototypes(ctx *context.Context, c Config, g *Graph, l int) *Node {
+// prototypeVar returns the variable of level l's prototypes [K_l, EmbedDim].
+// With c.ProtoMomentum > 0 it is not trained by the optimizer but moved by
+// [updatePrototypes].
+func prototypeVar(ctx *context.Context, c Config, l int) *context.Variable {
 	v := ctx.In(scopePrototypes).VariableWithShape(fmt.Sprintf("level_%d", l),
 		shapes.Make(dtypes.Float32, c.Prototypes[l], c.EmbedDim))
-	return L2Normalize(v.ValueGraph(g), -1)
+	if c.ProtoMomentum > 0 {
+		v.SetTrainable(false)
+	}
+	return v
+}
+
+// prototypes returns the L2-normalised prototypes of level l: [K_l, EmbedDim].
+func prototypes(ctx *context.Context, c Config, g *Graph, l int) *Node {
+	return L2Normalize(prototypeVar(ctx, c, l).ValueGraph(g), -1)
+}
+
+// updatePrototypes moves level l's prototypes (current value protos, L2
+// normalised) towards the direction of the teacher embeddings the
+// balanced assignment q [B,K] gives them, rows weighted by rowW [B]:
+// p <- normalise(m*p + (1-m)*normalise(sum_b w_b q_bk teacher_b)), the
+// exponential-moving-average codebook update (online balanced spherical
+// k-means). A prototype assigned no mass keeps its value.
+func updatePrototypes(ctx *context.Context, c Config, l int, protos, teacher, q, rowW *Node) {
+	m := c.ProtoMomentum
+	qw := Mul(StopGradient(q), InsertAxes(rowW, -1))
+	means := L2Normalize(Einsum("bk,be->ke", qw, StopGradient(teacher)), -1)
+	next := Add(MulScalar(StopGradient(protos), m), MulScalar(means, 1-m))
+	prototypeVar(ctx, c, l).SetValueGraph(L2Normalize(next, -1))
 }
 
 // cosines returns emb [B,E] x prototypes -> [B,K].
@@ -113,8 +137,10 @@ const (
 
 // lossGraph builds the losses of one step. in holds the teacher batch, the
 // student batch, then src, dst, etype, tbucket [P] int32, label and weight [P]
-// float32 and rowWeight [A] float32 (0 for bucket padding rows).
-func lossGraph(ctx *context.Context, c Config, w LossWeights, in []*Node) (total *Node, outs []*Node) {
+// float32 and rowWeight [A] float32 (0 for bucket padding rows). With train
+// set (the training step, not evaluation) it also updates the prototypes
+// when c.ProtoMomentum > 0.
+func lossGraph(ctx *context.Context, c Config, w LossWeights, in []*Node, train bool) (total *Node, outs []*Node) {
 	teacher := encode(ctx, c, in[:numBatchInputs])
 	student := encode(ctx, c, in[numBatchInputs:2*numBatchInputs])
 	p := in[2*numBatchInputs:]
@@ -132,6 +158,9 @@ func lossGraph(ctx *context.Context, c Config, w LossWeights, in []*Node) (total
 		ts := DivScalar(cosines(teacher, protos[l]), c.TeacherTemp)
 		ss := DivScalar(cosines(student, protos[l]), c.StudentTemp)
 		q := sinkhorn(ts, c.SinkhornIters)
+		if train && c.ProtoMomentum > 0 {
+			updatePrototypes(ctx, c, l, protos[l], teacher, q, rowW)
+		}
 		studentLogP[l] = LogSoftmax(ss, -1)
 		distill[l] = softCE(q, studentLogP[l], rowW)
 		argmaxes[l] = ArgMax(StopGradient(ts), -1, dtypes.Int32)

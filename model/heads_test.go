@@ -7,6 +7,7 @@ import (
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/gomlx/pkg/ml/context"
 )
 
 // TestAlignLoss checks the in-batch contrastive loss: matched pairs score
@@ -88,5 +89,46 @@ func TestAlignLoss(t *testing.T) {
 				t.Errorf("alignLoss = %.4f, want in [%.4f, %.4f] (chance %.4f)", got, tc.min, tc.max, chance)
 			}
 		})
+	}
+}
+
+// TestUpdatePrototypes checks the moving-average codebook update: with
+// momentum m a prototype moves to normalise(m*p + (1-m)*dir), dir being the
+// normalised q-weighted sum of the rows (padding rows, weight 0, left out),
+// a prototype given no mass keeps its value, the result stays unit norm and
+// the variable is not trainable.
+func TestUpdatePrototypes(t *testing.T) {
+	be, err := Backend()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := Config{Prototypes: []int{3}, EmbedDim: 2, ProtoMomentum: 0.5}
+	ctx := newModelContext(1)
+	v := prototypeVar(ctx, c, 0)
+	v.MustSetValue(tensors.FromFlatDataAndDimensions([]float32{1, 0, 0, 1, -1, 0}, 3, 2))
+	if v.Trainable {
+		t.Errorf("prototype variable is trainable with ProtoMomentum > 0")
+	}
+	// Rows: (0,1) and (1,0) to prototype 0 half each, (0,1) to prototype 1,
+	// a padding row (weight 0) to prototype 2.
+	teacher := []float32{0, 1, 1, 0, 0, 1, 5, 5}
+	q := []float32{0.5, 0, 0, 0.5, 0, 0, 0, 1, 0, 0, 0, 1}
+	rowW := []float32{1, 1, 1, 0}
+	exec := context.MustNewExec(be, ctx, func(ctx *context.Context, teacher, q, rowW *graph.Node) *graph.Node {
+		p := prototypes(ctx, c, teacher.Graph(), 0)
+		updatePrototypes(ctx, c, 0, p, teacher, q, rowW)
+		return p
+	})
+	exec.MustExec(tensors.FromFlatDataAndDimensions(teacher, 4, 2), tensors.FromFlatDataAndDimensions(q, 4, 3), tensors.FromFlatDataAndDimensions(rowW, 4))
+	got := tensors.MustCopyFlatData[float32](v.MustValue())
+	s := float32(math.Sqrt(0.5))
+	// p0: 0.5*(1,0) + 0.5*(s,s) normalised; p1: (0,1) stays; p2: no mass.
+	a, b := 0.5+0.5*s, 0.5*s
+	n := float32(math.Sqrt(float64(a*a + b*b)))
+	want := []float32{a / n, b / n, 0, 1, -1, 0}
+	for i := range want {
+		if math.Abs(float64(got[i]-want[i])) > 1e-5 {
+			t.Fatalf("prototypes after the update = %v, want %v", got, want)
+		}
 	}
 }

@@ -225,7 +225,7 @@ func Train(ctx gocontext.Context, store *graph.Store, cfg TrainConfig, dataDir s
 	opt := optimizers.Adam().LearningRate(cfg.LearningRate).WeightDecay(cfg.WeightDecay).Done()
 	mc, lw := cfg.Model, cfg.Loss
 	trainExec, err := context.NewExec(be, mctx, func(ctx *context.Context, in []*Node) []*Node {
-		total, outs := lossGraph(ctx, mc, lw, in)
+		total, outs := lossGraph(ctx, mc, lw, in, true)
 		opt.UpdateGraph(ctx, total.Graph(), total)
 		return outs
 	})
@@ -233,7 +233,7 @@ func Train(ctx gocontext.Context, store *graph.Store, cfg TrainConfig, dataDir s
 		return nil, fmt.Errorf("build train step: %w", err)
 	}
 	evalExec, err := context.NewExec(be, mctx, func(ctx *context.Context, in []*Node) []*Node {
-		_, outs := lossGraph(ctx, mc, lw, in)
+		_, outs := lossGraph(ctx, mc, lw, in, false)
 		return outs
 	})
 	if err != nil {

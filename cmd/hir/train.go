@@ -23,6 +23,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	fs.Float64Var(&cfg.Loss.Hierarchy, "loss-hierarchy", 0, "weight of the hierarchy consistency loss")
 	fs.Float64Var(&cfg.Loss.Engagement, "loss-engagement", 0, "weight of the engagement prediction loss")
 	fs.Float64Var(&cfg.Loss.Align, "loss-align", 0, "weight of the in-batch contrastive alignment loss")
+	fs.Float64Var(&cfg.Model.ProtoMomentum, "proto-momentum", 0, "prototypes move as a moving average of their assigned embeddings with this momentum (0: default 0.9; negative: learnt by gradient)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
