@@ -254,7 +254,7 @@ type RetrieveRequest struct {
 	Filter *Filter `json:"filter,omitempty"`
 	K      *int    `json:"k,omitempty"`
 
-	// PriorWeight Weight of the ads' engagement prior in the exact re-rank: an ad scores dot(user, ad) + prior_weight * ln(1 + recency-weighted positive engagement of the ad). 0 ranks by the embeddings alone. Default: the server's --prior-weight (1).
+	// PriorWeight Weight of the ads' engagement prior in the exact re-rank: an ad scores dot(user, ad) + prior_weight * ln(1 + recency-weighted positive engagement of the ad). 0 ranks by the embeddings alone. Default: the server's --prior-weight (0.3).
 	PriorWeight *float32 `json:"prior_weight,omitempty"`
 
 	// Query Optional keywords (hybrid retrieval).
@@ -3416,28 +3416,28 @@ var swaggerSpec = []string{
 	"AHE0Gu3iEVzHSc5wqhFFS+m+j7Lru7jOEsrbtHOa6CDxvEKWh4GK2zY2twdO6dqDcX/+Cpufhww+U1yq",
 	"aRPmNzXyd/d7qQrK9BNAsaALTK2i3FrrZfYlWlwLCs8UFbdjW9RQBq4NoYFJc5I7+ErZKTyFJlP4KyTi",
 	"5ByegrLqjzdn/ndkkEnNDV9hk2d1lNMBjMDy0jDb+BOkM2TW+y0esR4O33u5jN1rjWqF6omGszPHv+AD",
-	"J+enrVxf1TQNMe6tcCLyPke12ZXem8znJAtP76RiGk6Wm5niDJR3FZqcBrGoC8uH5PvtXjfsAxRx2Q07",
-	"HAXUDbQAQp8r1Mtpeei2DK4LP3Qw0WvIuqm3mXmygZNYJszWLsqchnPffZCmE6S68KNx21DUestTnlB1",
-	"aUK56gGag4/f0Stu8EAAsjKHg+yiKb2AZRypul4I6c8SuryDp5diLgNmvuQJU/ix5eYOZYKr1ptmFKWq",
-	"aFDt2gpNswSnqbV9dbhgexrE/WjYoez7RezJyssUG/YKNog7PkpC1fHa4WHi1wxiyXBCQrGwTk33Odve",
-	"mwavaFH4qzjGzCALdGkbbwJRCbWmC7xf4tU2u0dwtWmcK242b63ePd8ZUoXqVe47Ac4gHG/3c33tpTGZ",
-	"H4rwwvzboq1C9hltJByYS9eS8tlQD8A3BqAsXV1DyiOwyJcpNlJPxJKjoipe8pgmUPb4wflpiQDq+iZy",
-	"uxQ8HW5wbG+FvBPRRLh84dtUBaJzKULDXMkUKHxLF2dyfvYzUlcjOUWCqwYHE/FaKak0UIXQN/6Bk76p",
-	"06lvgxVInvx4eQX//ue/4Mfm5cqKHK5KmZFG/UXOB6PByPWAMhQ042RMLgajwYUthqhZOg0Ol66R84d9",
-	"XqAzXmtY7jyXzDIu3ndGaM9Goz3js+PGZkUvKTA1e5XwlRvgbSMybBTRwZP+XLy/96QW2Q8roFufsesc",
-	"O8cpOThvyNOUWihly8cUzRJzDcUR4eRNhuIaE7Q/bADXmVQG1amf9g1d5dsv8iv/+r8iccfb2syL0UXf",
-	"LtWxmgNPe6/V+bDZOsukDtzuV6nN67r7pHwJ9q30vY0HuV533rZtBzpb/WwfUbqtBmZAxm9dA9AK+bnn",
-	"eqCQLf35cfTnF0fSvziO/tnLo+hfHHnfI42wzlFuGtXMTu9utjdNp/0t06hM2XSxtVqVVk5okpxJdSak",
-	"WXKxKJ22YdzDDzZUbIcfONsOywzTH5j+hqbqnbrYW39y8S58uZpk2PhIYhsdSH35PbG3fUQD73aCA1Ze",
-	"X/lTGPro+f+54VaWactQX1080V18UaEZ36iGO26Wfq6k77FS7auffTZaFEifzEKj4psf35KoP/qhaoFm",
-	"WhSUR3/r07PrbWuvqgv17Lgm1KN6Vbc4DmUOT1LFqs+udZRr/WITQrOCkHOg4A0OrK7L+kAvqUJWt+lA",
-	"ZzTGhotVbeE9GKccqz0Kwml9cfAZ33zGNx188yrLULAWvvGzig66iYCX3xYZmG08FXDWQD2uct6XONxo",
-	"9DHLlebsNVSWudK+mEl9jBUdpeWdZK1RrWyMcHJ6oqEowKN6dGp4iq7PUNSHHdkOHWF/NHHNnx4hP3sw",
-	"IbdbTKFivHr3MUnk5Z/E8a4VXyxQOc8LDtFr5Zddp37NlwOS7+rBwOPkk+5A9BNnlJ1BUMD8GjL4X0Q9",
-	"f7pMVFl8pZiqe0qhGKGC75+6qZr/fLTuoxYj9todfE0z/OD+v92XcK6LfnmnTumM81wvlmpoN+4jwMFi",
-	"ABNyPjj/yn9gF/qXBwWH/n96kFFjUNmV/3g3Ont583QyGfiHLwKfUTxm3VDPlQJe40X1uUw4xqDfCOxU",
-	"2k+0r7IjcKYUgZ+iRVAO7iLQ/A+f4/0UDYop2sArpZk+bIkayCB+yuEMOVdJMTUZD4eJjGmylNqMvx59",
-	"PSLbm+1/AgAA//8=",
+	"J6PBxWkr21dVTUOQe2uciLzPUW125fcm81nJAtQ7qZiGk+VmpjgD5Z2FJqdBNOoC8yEZf7vXEfsgRVz2",
+	"ww7HAXULLYDR5wr1cloeui2D68ITHVD0OrKO6q1mnmzgJJYJs9WLMqfh7HcfqOmEqS4Aadw2FLfe8pQn",
+	"VF2aULZ6gPbg4/f0ihs8EISszOEgu2hKL2AZR6quF0T6s4Qu7wDqpZjLgJkvecIUfmzBuUOZ4Kr1phlH",
+	"qSpaVLu2QtMswWlqbV8dLtieFnE/HnY4+34Re7LyMsWGvYINIo+PklB1vHZ4mPg1g1gynJBQLKyT033O",
+	"tvemwStaHP4qjjEzyAJ92sabQFRCrekC75d4tc3uEVx1GueKm81bq3fPd4ZUoXqV+16AMwjH2/1cX3tp",
+	"TObHIrww/7Zoq5B9RhsJB+bSNaV8PtQD8K0BKItX15LyGCzyhYqN1BOx5Kioipc8pgmUXX5wflpigLrC",
+	"idwuBU+HHBzbWyHvRDQRLl/4RlWB6VyK0DBXMgUK39LFmZyf/YzUVUlOkeDqwcFEvFZKKg1UIfQNgOCk",
+	"b+506hthBZYnP15ewb//+S/4sXm5siaHq1JmpFGBkfPBaDByXaAMBc04GZOLwWhwYcshapZOg8Ola+X8",
+	"YZ8X6IzXGpY7zyWzjIv3nSHas9FozwDtuMFZ0U0KzM1eJXzlRnjbiAwbZXTwpD8X7+89qcX2wwrq1mfs",
+	"OsfOcUoOzhvyNKUWStkCMkWzxFxDcUQ4eZOhuMYE7Q8bwHUmlUF16ud9Q1f79ov8yr/+r0jc8bY282J0",
+	"0bdLdazmyNPea3U+bDbPMqkDt/tVavO67j8pX4R9K31340Gu1524bduBztY/20eUbquFGZDxW9cCtEJ+",
+	"7rkeKGRLf34c/fnFkfQvjqN/9vIo+hdH3vdII6xzlJtHNbPTu5vtTdNpf8s0KlO2XWy1VqWVE5okZ1Kd",
+	"CWmWXCxKp20Y9/CDDRXb4QfOtsMyw/QHpr+hqbqnLvbWH128C1+uJhk2PpPYRgdSX35P7G0f0cC7veCA",
+	"lddX/hSGPnr+f264lWXaMtRXF090F19UaMa3quGOm6WfLOl7rFT76mefjRYF0iez0Kj46se3JOrPfqha",
+	"oJkWBeXRX/v07Hrb2qvqQz07rg31qF7VLY5DmcOTVLHqs2sd5Vq/2ITQrCDkHCh4gwOr67I+0EuqkNWN",
+	"OtAZjbHhYlVjeA/GKQdrj4JwWt8cfMY3n/FNB9+8yjIUrIVv/LSig24i4OXXRQZmG08FnDVQj6uc9yUO",
+	"Nxx9zHKlOX0NlWWutC+mUh9jRUdpeSdZa1QrGyOcnJ5oKArwqB6eGp6i6zMU9WFHtkNH2B9NXPOnR8jP",
+	"HkzI7RZTqBiv3n1MEnn5J3G8a8UXC1TO84Jj9Fr5ZdepX/PlgOS7ejDwOPmkOxL9xBllZxAUML+GDP4X",
+	"Uc+fLhNVFl8ppuqeUiiGqOD7p26q5j8grfuoxZC9dgdf0ww/uP9v9yWc66Jf3qlTOuM814ulGtqN+whw",
+	"sBjAhJwPzr/yn9iF/u1BwaH/Hx9k1BhUduU/3o3OXt48nUwG/uGLwIcUj1k31HOlgNd4UX0uE44x6DcC",
+	"O5X2E+2r7AicKUXgp2gRlIO7CDT/w+d4P0WDYoo28Epppg9bogYyiJ9yOEPOVVJMTcbDYSJjmiylNuOv",
+	"R1+PyPZm+58AAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
