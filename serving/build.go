@@ -78,17 +78,14 @@ func BuildSnapshot(ctx context.Context, m *model.Model, store *graph.Store, asOf
 		}
 		snap.Embeddings[t] = mergeRows(dim, nil, ids, vecs)
 	}
+	if opts.PriorHalfLife > 0 {
+		snap.trend = newTrend(store, asOf, asOf, opts.PriorHalfLife)
+	}
 	ix, err := buildIndex(ctx, snap, store, opts)
 	if err != nil {
 		return nil, err
 	}
 	snap.Index = ix
-	if opts.PriorHalfLife > 0 {
-		snap.trend = newTrend(store, asOf, asOf, opts.PriorHalfLife)
-	}
-	if err := snap.syncPriors(ctx); err != nil {
-		return nil, err
-	}
 	if err := buildCatalogue(ctx, snap, store); err != nil {
 		return nil, err
 	}
@@ -158,7 +155,7 @@ func buildIndex(ctx context.Context, snap *Snapshot, store *graph.Store, opts Bu
 	docs := make([]index.Doc, 0, nAds)
 	for i := range nAds {
 		id := graph.NodeID{Type: graph.NodeAd, Idx: ads.Idx[i]}
-		docs = append(docs, adDoc(store, id, snap.AsOf, ads.Data[i*dim:(i+1)*dim]))
+		docs = append(docs, snap.adDoc(store, id, snap.AsOf, ads.Data[i*dim:(i+1)*dim]))
 	}
 	if err := ix.Build(ctx, docs); err != nil {
 		return nil, fmt.Errorf("build index: %w", err)
@@ -238,8 +235,10 @@ func adAttrs(store *graph.Store, id graph.NodeID, asOf int64) map[string][]strin
 	return attrs
 }
 
-func adDoc(store *graph.Store, id graph.NodeID, asOf int64, vec []float32) index.Doc {
-	return index.Doc{ID: id.Idx, Embedding: vec, Attrs: adAttrs(store, id, asOf)}
+// adDoc is the index doc of ad id: its embedding, attributes as of asOf and
+// engagement prior.
+func (s *Snapshot) adDoc(store *graph.Store, id graph.NodeID, asOf int64, vec []float32) index.Doc {
+	return index.Doc{ID: id.Idx, Embedding: vec, Attrs: adAttrs(store, id, asOf), Prior: s.trend.prior(id.Idx)}
 }
 
 // serveTime is the graph time fresh embeddings are taken at: now, or the
@@ -302,8 +301,7 @@ func (s *Server) indexFresh(ctx context.Context, snap *Snapshot, b eventlog.Batc
 	}
 	adDocs := make([]index.Doc, len(ids))
 	for i, id := range ids {
-		adDocs[i] = adDoc(s.store, id, asOf, vecs[i])
-		adDocs[i].Prior = snap.trend.prior(id.Idx)
+		adDocs[i] = snap.adDoc(s.store, id, asOf, vecs[i])
 	}
 	if err := snap.Index.Upsert(ctx, adDocs...); err != nil {
 		return fmt.Errorf("upsert fresh ads: %w", err)

@@ -381,6 +381,11 @@ func LoadSnapshot(ctx context.Context, m *model.Model, store *graph.Store, dir s
 		}
 		snap.Embeddings[t] = mergeRows(dim, old, missing, vecs)
 	}
+	// The trend is not persisted: count it from the graph, which holds the
+	// events ingested since the snapshot was built as well.
+	if opts.PriorHalfLife > 0 {
+		snap.trend = newTrend(store, snap.AsOf, max(asOf, snap.AsOf), opts.PriorHalfLife)
+	}
 	ix, err := loadIndex(ctx, dir, snap, store, opts)
 	if err != nil {
 		return nil, st, err
@@ -397,11 +402,7 @@ func LoadSnapshot(ctx context.Context, m *model.Model, store *graph.Store, dir s
 		return nil, st, err
 	}
 	st.Upserted = n
-	// The trend is not persisted: count it again from the graph, which
-	// holds the events ingested since the snapshot was built as well.
-	if opts.PriorHalfLife > 0 {
-		snap.trend = newTrend(store, snap.AsOf, max(asOf, snap.AsOf), opts.PriorHalfLife)
-	}
+	// The docs read from the index file carry the priors they were saved with.
 	if err := snap.syncPriors(ctx); err != nil {
 		return nil, st, err
 	}
@@ -467,7 +468,7 @@ func catchUpIndex(ctx context.Context, snap *Snapshot, store *graph.Store, asOf 
 			if vec == nil {
 				vec, _ = snap.Embeddings[graph.NodeAd].Vector(id.Idx)
 			}
-			docs = append(docs, index.Doc{ID: id.Idx, Embedding: vec, Attrs: attrs})
+			docs = append(docs, index.Doc{ID: id.Idx, Embedding: vec, Attrs: attrs, Prior: snap.trend.prior(id.Idx)})
 		case !sameAttrs(have, attrs):
 			changed = append(changed, id)
 			changedAttrs = append(changedAttrs, attrs)

@@ -63,11 +63,15 @@ func (t *trend) prior(ad uint32) float32 {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return float32(math.Log1p(t.raw[ad]))
+	return t.priorLocked(ad)
 }
 
+// priorLocked is prior with t.mu held.
+func (t *trend) priorLocked(ad uint32) float32 { return float32(math.Log1p(t.raw[ad])) }
+
 // syncPriors sets the prior of every live ad of the index from the trend
-// (0 for all when the trend is nil), in one index snapshot.
+// (0 for all when the trend is nil), in one index snapshot: for an index
+// read from a file, whose docs carry the priors they were saved with.
 func (s *Snapshot) syncPriors(ctx context.Context) error {
 	idx := s.Index.Snapshot()
 	ids := make([]uint32, 0, idx.Len())
@@ -80,7 +84,7 @@ func (s *Snapshot) syncPriors(ctx context.Context) error {
 		t.mu.Lock()
 		defer t.mu.Unlock()
 		for i, id := range ids {
-			priors[i] = float32(math.Log1p(t.raw[id]))
+			priors[i] = t.priorLocked(id)
 		}
 	}
 	if err := s.Index.SetPriors(ctx, ids, priors); err != nil {
@@ -117,7 +121,7 @@ func (s *Snapshot) ObserveEngagement(ctx context.Context, store *graph.Store, ev
 	}
 	priors := make([]float32, len(ids))
 	for i, id := range ids {
-		priors[i] = float32(math.Log1p(t.raw[id]))
+		priors[i] = t.priorLocked(id)
 	}
 	if len(ids) == 0 {
 		return nil
