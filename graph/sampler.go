@@ -33,6 +33,13 @@ type ViewOptions struct {
 	// FeatureDropout is the probability that a non-anchor token's content
 	// features are hidden (Subgraph.DropFeat).
 	FeatureDropout float64
+	// AnchorOnly is the probability that the view is the anchor alone, its
+	// neighbourhood dropped, as for an entity that has no edges yet: it
+	// trains the model to place new users and ads from their content
+	// (cold-start simulation). The draw does not disturb the rest of the
+	// sample: a view that keeps its neighbourhood is the one it would be
+	// with AnchorOnly 0.
+	AnchorOnly float64
 }
 
 // SamplerOptions configures a Sampler. Defaults are applied by NewSampler.
@@ -107,11 +114,12 @@ func (v *ViewOptions) applyDefaults(d ViewOptions) {
 	}
 	fdef(&v.RestartProb, d.RestartProb)
 	fdef(&v.FeatureDropout, d.FeatureDropout)
+	fdef(&v.AnchorOnly, d.AnchorOnly)
 }
 
 func (o *SamplerOptions) applyDefaults() {
 	o.Teacher.applyDefaults(ViewOptions{MaxNodes: 32, Hops: 2, FanOut: 8, Walks: 16, WalkLen: 4, RestartProb: 0.3})
-	o.Student.applyDefaults(ViewOptions{MaxNodes: 16, Hops: 1, FanOut: 12, Walks: 16, WalkLen: 3, RestartProb: 0.3, FeatureDropout: 0.2})
+	o.Student.applyDefaults(ViewOptions{MaxNodes: 16, Hops: 1, FanOut: 12, Walks: 16, WalkLen: 3, RestartProb: 0.3, FeatureDropout: 0.2, AnchorOnly: 0.25})
 	for t := range o.EdgePrior {
 		switch p := o.EdgePrior[t]; {
 		case p == 0 || p != p:
@@ -270,7 +278,10 @@ func (sm *Sampler) sample(anchor NodeID, ctx []Edge, virtual bool, asOf int64, v
 
 	st.cands = append(st.cands[:0], cand{id: anchor, parent: -1, list: -1, tok: -1})
 	st.index[anchor] = 0
-	if exists {
+	// The anchor-only draw has its own hash, so that the main stream of
+	// random numbers is the same either way.
+	alone := vo.AnchorOnly > 0 && float64(splitmix(h^0x2545f4914f6cdd1d)>>11)/(1<<53) < vo.AnchorOnly
+	if exists && !alone {
 		sm.drawImportance(st, vo, asOf, rng)
 		sm.walk(st, vo, asOf, rng)
 	}

@@ -3,6 +3,7 @@ package graph
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	gocmp "github.com/google/go-cmp/cmp"
@@ -244,9 +245,11 @@ func TestSamplerViews(t *testing.T) {
 		minDrop     float64
 		maxDrop     float64
 		wantMaxHops int
+		minAlone    int // anchor-only views of 80
+		maxAlone    int
 	}{
-		{ViewTeacher, 32, 2, 0, 0, 2},
-		{ViewStudent, 16, 1, 0.15, 0.25, 1},
+		{ViewTeacher, 32, 2, 0, 0, 2, 0, 0},
+		{ViewStudent, 16, 1, 0.15, 0.25, 1, 10, 32}, // AnchorOnly 0.25
 	}
 	for _, tc := range tests {
 		t.Run(tc.view.String(), func(t *testing.T) {
@@ -254,12 +257,15 @@ func TestSamplerViews(t *testing.T) {
 			if vo.MaxNodes != tc.n || vo.Hops != tc.hops {
 				t.Fatalf("ViewOptions(%v) = %+v, want MaxNodes %d Hops %d", tc.view, vo, tc.n, tc.hops)
 			}
-			drops, real, full, maxHop := 0, 0, 0, 0
+			drops, real, full, alone, maxHop := 0, 0, 0, 0, 0
 			for i := range 80 {
 				g := sm.Sample(NodeID{NodeUser, uint32(i)}, 61*day, tc.view, uint64(i))
 				checkSubgraph(t, s, g, vo, nil)
-				if g.Len == g.N {
+				switch g.Len {
+				case g.N:
 					full++
+				case 1:
+					alone++
 				}
 				for k := 1; k < g.Len; k++ {
 					real++
@@ -273,13 +279,51 @@ func TestSamplerViews(t *testing.T) {
 			if rate < tc.minDrop || rate > tc.maxDrop {
 				t.Errorf("feature dropout rate = %.3f, want in [%v, %v]", rate, tc.minDrop, tc.maxDrop)
 			}
-			if full < 70 {
-				t.Errorf("%d of 80 subgraphs full, want most (dense graph)", full)
+			if full+alone < 70 {
+				t.Errorf("%d of 80 subgraphs full and %d the anchor alone, want the rest few (dense graph)", full, alone)
+			}
+			if alone < tc.minAlone || alone > tc.maxAlone {
+				t.Errorf("%d of 80 subgraphs the anchor alone, want %d..%d", alone, tc.minAlone, tc.maxAlone)
 			}
 			if maxHop != tc.wantMaxHops {
 				t.Errorf("max hop = %d, want %d", maxHop, tc.wantMaxHops)
 			}
 		})
+	}
+}
+
+// TestAnchorOnly checks that AnchorOnly drops a view's neighbourhood and
+// that a view it keeps is exactly the view sampled without it.
+func TestAnchorOnly(t *testing.T) {
+	evs := randomEvents(31, graphSpec{users: 80, ads: 60, campaigns: 8, advertisers: 3, products: 10, events: 5000, t0: 0, span: 60 * day})
+	s := buildStore(t, Options{}, evs)
+	var with, without SamplerOptions
+	with.Student.AnchorOnly = 0.5
+	without.Student.AnchorOnly = -1
+	a, b := NewSampler(s, with), NewSampler(s, without)
+	alone := 0
+	for i := range 80 {
+		id := NodeID{NodeUser, uint32(i)}
+		ga, gb := a.Sample(id, 61*day, ViewStudent, uint64(i)), b.Sample(id, 61*day, ViewStudent, uint64(i))
+		if gb.Len < 2 {
+			t.Fatalf("user %d: %d tokens without AnchorOnly, want a neighbourhood", i, gb.Len)
+		}
+		if ga.Len == 1 {
+			alone++
+			if ga.Nodes[0] != id || !ga.Mask[0] || ga.Mask[1] {
+				t.Errorf("user %d: anchor-only view %v %v", i, ga.Nodes[:2], ga.Mask[:2])
+			}
+			continue
+		}
+		if !slices.Equal(ga.Nodes, gb.Nodes) || !slices.Equal(ga.DropFeat, gb.DropFeat) || !slices.Equal(ga.SPD, gb.SPD) {
+			t.Errorf("user %d: kept view differs from the view sampled without AnchorOnly", i)
+		}
+	}
+	if alone < 25 || alone > 55 {
+		t.Errorf("%d of 80 views the anchor alone at AnchorOnly 0.5", alone)
+	}
+	if g := a.Sample(NodeID{NodeUser, 0}, 61*day, ViewTeacher, 1); g.Len < 2 {
+		t.Errorf("teacher view dropped its neighbourhood")
 	}
 }
 

@@ -126,12 +126,37 @@ func alignLoss(emb, label *Node, temp float64) *Node {
 		softCE(OneHot(srcIdx, P, dtypes.Float32), bwd, posW))
 }
 
+// coldAlignLoss is alignLoss across views, averaged over both ways: the
+// sources' student embeddings against the destinations' teacher ones, and
+// the sources' teacher embeddings against the destinations' student ones.
+// A student view is often the anchor alone (graph.ViewOptions.AnchorOnly),
+// so this places a user or ad that has no edges yet from its content.
+func coldAlignLoss(teacher, student, label *Node, temp float64) *Node {
+	g := teacher.Graph()
+	P := teacher.Shape().Dimensions[0] / 3
+	// mix takes the student rows where sel is 1 (a constant [3P,1] mask;
+	// arithmetic, since Slice has no gradient on SimpleGo).
+	mix := func(srcStudent bool) *Node {
+		sel := make([]float32, 3*P)
+		for i := range sel {
+			if (i < P) == srcStudent {
+				sel[i] = 1
+			}
+		}
+		m := Const(g, sel)
+		m = Reshape(m, 3*P, 1)
+		return Add(Mul(student, m), Mul(teacher, OneMinus(m)))
+	}
+	return MulScalar(Add(alignLoss(mix(true), label, temp), alignLoss(mix(false), label, temp)), 0.5)
+}
+
 // stepOutputs indexes the outputs of the loss graph.
 const (
 	outTotal = iota
 	outEngage
 	outHier
 	outAlign
+	outColdAlign
 	outFirstDistill // one per level, then one argmax [B] per level, then the engagement logits
 )
 
@@ -176,13 +201,15 @@ func lossGraph(ctx *context.Context, c Config, w LossWeights, in []*Node, train 
 
 	align := alignLoss(teacher, label, c.AlignTemp)
 	total = Add(total, MulScalar(align, w.Align))
+	cold := coldAlignLoss(teacher, student, label, c.AlignTemp)
+	total = Add(total, MulScalar(cold, w.ColdAlign))
 
 	logits := engagementLogits(ctx, c, teacher, src, dst, etype, tbucket)
 	bce := Sub(softplus(logits), Mul(label, logits))
 	engage := weightedMean(bce, pw)
 	total = Add(total, MulScalar(engage, w.Engagement))
 
-	outs = []*Node{total, engage, hier, align}
+	outs = []*Node{total, engage, hier, align, cold}
 	outs = append(outs, distill...)
 	outs = append(outs, argmaxes...)
 	outs = append(outs, logits)

@@ -90,6 +90,30 @@ func TestAlignLoss(t *testing.T) {
 			}
 		})
 	}
+
+	// The cross-view loss: the same views give alignLoss; a student view
+	// unrelated to the teacher's (every row random) is at chance level
+	// both ways, even when the teacher views are matched.
+	cold := graph.MustNewExec(be, func(teacher, student, label *graph.Node) *graph.Node {
+		return coldAlignLoss(teacher, student, label, 0.1)
+	})
+	coldLoss := func(teacher, student []float32) float64 {
+		out := cold.MustExec(tensors.FromFlatDataAndDimensions(teacher, 3*P, E), tensors.FromFlatDataAndDimensions(student, 3*P, E),
+			tensors.FromFlatDataAndDimensions(ones, 3*P))
+		return float64(out[0].Value().(float32))
+	}
+	for _, flat := range [][]float32{matched, shuffled} {
+		if got, want := coldLoss(flat, flat), loss(flat, ones); math.Abs(got-want) > 1e-4 {
+			t.Errorf("coldAlignLoss with equal views = %.4f, want alignLoss %.4f", got, want)
+		}
+	}
+	var noise []float32
+	for range 3 * P {
+		noise = append(noise, unit()...)
+	}
+	if got := coldLoss(matched, noise); got < chance/2 {
+		t.Errorf("coldAlignLoss with unrelated student views = %.4f, want >= %.4f", got, chance/2)
+	}
 }
 
 // TestUpdatePrototypes checks the moving-average codebook update: with

@@ -32,6 +32,12 @@ type LossWeights struct {
 	Hierarchy  float64 `json:"hierarchy"`  // coarse = sum of children consistency
 	Engagement float64 `json:"engagement"` // edge existence prediction
 	Align      float64 `json:"align"`      // in-batch contrastive alignment of engaged pairs
+	// ColdAlign is the same alignment across views: each side of a pair in
+	// its student view (often the anchor alone, see
+	// graph.ViewOptions.AnchorOnly) against the other in its teacher view,
+	// so that a new user or ad is placed from its content next to what it
+	// will engage with.
+	ColdAlign float64 `json:"cold_align"`
 }
 
 // TrainConfig configures Train. Zero fields take defaults (see WithDefaults).
@@ -90,7 +96,7 @@ func (c TrainConfig) WithDefaults() TrainConfig {
 		c.ValFraction = 0.1
 	}
 	if c.Loss == (LossWeights{}) {
-		c.Loss = LossWeights{Distill: 1, Hierarchy: 0.5, Engagement: 1, Align: 1}
+		c.Loss = LossWeights{Distill: 1, Hierarchy: 0.5, Engagement: 1, Align: 1, ColdAlign: 0.5}
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -106,6 +112,7 @@ type StepMetrics struct {
 	Hierarchy  float64   `json:"hierarchy"`
 	Engagement float64   `json:"engagement"`
 	Align      float64   `json:"align"`
+	ColdAlign  float64   `json:"cold_align"`
 	// UsageEntropy is, per level, the entropy of the teacher's hard cluster
 	// usage over the last LogEvery steps, divided by log(K): 1 is uniform.
 	UsageEntropy []float64   `json:"usage_entropy"`
@@ -120,6 +127,7 @@ type ValMetrics struct {
 	Hierarchy  float64   `json:"hierarchy"`
 	Engagement float64   `json:"engagement"`
 	Align      float64   `json:"align"`
+	ColdAlign  float64   `json:"cold_align"`
 	AUC        float64   `json:"engagement_auc"`
 	Pairs      int       `json:"pairs"`
 }
@@ -165,6 +173,9 @@ type trainer struct {
 	train   []event // shuffled within blocks per epoch, see eventsForStep
 	val     []event
 	splitTS int64
+	// shift offsets step numbers in the block schedule so that a run ends
+	// on the newest block (see endOnNewest).
+	shift int
 }
 
 // Train trains the encoder on the events of store and writes a new version
@@ -253,6 +264,7 @@ func Train(ctx gocontext.Context, store *graph.Store, cfg TrainConfig, dataDir s
 	lastLog := time.Now()
 	anchorsSinceLog := 0
 
+	tr.endOnNewest(startStep + cfg.Steps)
 	nextBatch, stop := tr.loader(ctx, startStep, startStep+cfg.Steps)
 	defer stop()
 	for s := startStep; s < startStep+cfg.Steps; s++ {
@@ -344,7 +356,8 @@ func scalarOf(t *tensors.Tensor) float64 {
 
 func readStepOutputs(outs []*tensors.Tensor, levels int) StepMetrics {
 	sm := StepMetrics{Total: scalarOf(outs[outTotal]), Engagement: scalarOf(outs[outEngage]),
-		Hierarchy: scalarOf(outs[outHier]), Align: scalarOf(outs[outAlign]), Distill: make([]float64, levels)}
+		Hierarchy: scalarOf(outs[outHier]), Align: scalarOf(outs[outAlign]), ColdAlign: scalarOf(outs[outColdAlign]),
+		Distill: make([]float64, levels)}
 	for l := range levels {
 		sm.Distill[l] = scalarOf(outs[outFirstDistill+l])
 	}
@@ -356,6 +369,7 @@ func accumulate(acc *StepMetrics, sm StepMetrics, n *int) {
 	acc.Engagement += sm.Engagement
 	acc.Hierarchy += sm.Hierarchy
 	acc.Align += sm.Align
+	acc.ColdAlign += sm.ColdAlign
 	if acc.Distill == nil {
 		acc.Distill = make([]float64, len(sm.Distill))
 	}
@@ -370,7 +384,8 @@ func average(acc StepMetrics, n int) StepMetrics {
 		return acc
 	}
 	f := 1 / float64(n)
-	out := StepMetrics{Total: acc.Total * f, Engagement: acc.Engagement * f, Hierarchy: acc.Hierarchy * f, Align: acc.Align * f}
+	out := StepMetrics{Total: acc.Total * f, Engagement: acc.Engagement * f, Hierarchy: acc.Hierarchy * f, Align: acc.Align * f,
+		ColdAlign: acc.ColdAlign * f}
 	for _, d := range acc.Distill {
 		out.Distill = append(out.Distill, d*f)
 	}
@@ -446,25 +461,47 @@ func seedFor(seed uint64, parts ...uint64) uint64 {
 	return x
 }
 
-// eventsForStep returns the events of a step: the train events are cut into
-// time blocks of BlockSteps*Pairs events; each epoch visits the blocks in time
-// order and shuffles events only inside a block.
-func (tr *trainer) eventsForStep(step int) (evs []event, asOf int64) {
+// schedule returns the length in events of a time block and the steps of
+// an epoch (every block once).
+func (tr *trainer) schedule() (blockLen, epochSteps int) {
 	P := tr.cfg.Pairs
-	blockLen := tr.cfg.BlockSteps * P
+	blockLen = tr.cfg.BlockSteps * P
 	n := len(tr.train)
 	blocks := max(1, n/blockLen)
-	epochSteps := max(1, (blocks*blockLen)/P)
+	epochSteps = max(1, (blocks*blockLen)/P)
 	if n < blockLen {
 		blockLen = n - n%P
 		epochSteps = max(1, n/P)
 	}
+	return blockLen, epochSteps
+}
+
+// endOnNewest sets the schedule's offset so that the step before end is
+// the last step of an epoch: a run shorter than an epoch trains on the
+// newest blocks, and every run, a resumed one too, ends on the newest
+// events, which the served model has to be fresh on.
+func (tr *trainer) endOnNewest(end int) {
+	_, e := tr.schedule()
+	tr.shift = (e - end%e) % e
+}
+
+// eventsForStep returns the events of a step: the train events are cut into
+// time blocks of BlockSteps*Pairs events, from the newest back; each epoch visits the blocks in time
+// order and shuffles events only inside a block. Steps are offset by
+// tr.shift (endOnNewest).
+func (tr *trainer) eventsForStep(step int) (evs []event, asOf int64) {
+	P := tr.cfg.Pairs
+	n := len(tr.train)
+	blockLen, epochSteps := tr.schedule()
+	step += tr.shift
 	epoch := step / epochSteps
 	inEpoch := step % epochSteps
 	stepsPerBlock := max(1, blockLen/P)
 	block := inEpoch / stepsPerBlock
-	lo := block * blockLen
-	hi := min(lo+blockLen, n)
+	// Blocks are cut from the newest event back; the oldest events that
+	// do not fill a block are left out.
+	lo := n - (epochSteps/stepsPerBlock-block)*blockLen
+	hi := lo + blockLen
 	idx := make([]int, hi-lo)
 	for i := range idx {
 		idx[i] = lo + i
@@ -657,6 +694,7 @@ func (tr *trainer) validate(exec *context.Exec) (*ValMetrics, error) {
 		vm.Engagement += sm.Engagement
 		vm.Hierarchy += sm.Hierarchy
 		vm.Align += sm.Align
+		vm.ColdAlign += sm.ColdAlign
 		for l := range L {
 			vm.Distill[l] += sm.Distill[l]
 		}
@@ -677,6 +715,7 @@ func (tr *trainer) validate(exec *context.Exec) (*ValMetrics, error) {
 	vm.Engagement *= f
 	vm.Hierarchy *= f
 	vm.Align *= f
+	vm.ColdAlign *= f
 	for l := range L {
 		vm.Distill[l] *= f
 	}

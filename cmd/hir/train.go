@@ -19,10 +19,11 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	fs.IntVar(&cfg.Pairs, "pairs", 0, "engagement events per step (0: default)")
 	fs.Float64Var(&cfg.LearningRate, "lr", 0, "AdamW learning rate (0: default)")
 	fs.BoolVar(&cfg.Synchronous, "sync", false, "sample on the training goroutine (no pipelined loader)")
-	fs.Float64Var(&cfg.Loss.Distill, "loss-distill", 0, "weight of the cross-view distillation loss (all four 0: defaults)")
+	fs.Float64Var(&cfg.Loss.Distill, "loss-distill", 0, "weight of the cross-view distillation loss (all five 0: defaults)")
 	fs.Float64Var(&cfg.Loss.Hierarchy, "loss-hierarchy", 0, "weight of the hierarchy consistency loss")
 	fs.Float64Var(&cfg.Loss.Engagement, "loss-engagement", 0, "weight of the engagement prediction loss")
 	fs.Float64Var(&cfg.Loss.Align, "loss-align", 0, "weight of the in-batch contrastive alignment loss")
+	fs.Float64Var(&cfg.Loss.ColdAlign, "loss-cold-align", 0, "weight of the cross-view alignment loss (student view, often the anchor alone, against teacher view)")
 	fs.Float64Var(&cfg.Model.ProtoMomentum, "proto-momentum", 0, "prototypes move as a moving average of their assigned embeddings with this momentum (0: default 0.9; negative: learnt by gradient)")
 	if err := parse(fs, args); err != nil {
 		return err
