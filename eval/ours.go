@@ -41,8 +41,8 @@ type OursOptions struct {
 	Build serving.BuildOptions
 	// PriorWeight scales the ads' engagement priors in the re-rank of both
 	// methods, as POST /v1/retrieve does (0: serving.DefaultPriorWeight;
-	// negative: no prior, the embeddings alone). Build.PriorHalfLife sets
-	// the priors' half-life.
+	// negative: no prior, the embeddings alone). Build.Prior shapes the
+	// priors.
 	PriorWeight float32
 	// ModelDir, when set, loads this model (a version directory or a data
 	// directory) instead of training one. It must have been trained on

@@ -30,9 +30,8 @@ type BuildOptions struct {
 	Search index.SearchOptions
 	// Logger defaults to discard.
 	Logger *slog.Logger
-	// PriorHalfLife is the half-life of engagement in the ads' priors
-	// (default DefaultPriorHalfLife; negative: no priors, every ad's is 0).
-	PriorHalfLife time.Duration
+	// Prior shapes the ads' engagement priors.
+	Prior PriorOptions
 	// PersistDir, when set, is where [BuildSnapshot] and [OpenSnapshot]
 	// save the snapshot's files ([SaveSnapshotFiles]): normally the model's
 	// checkpoint directory. [NewTrainJob] sets it to each new checkpoint.
@@ -43,9 +42,7 @@ func (o *BuildOptions) applyDefaults() {
 	if o.EmbedBatch <= 0 {
 		o.EmbedBatch = 256
 	}
-	if o.PriorHalfLife == 0 {
-		o.PriorHalfLife = DefaultPriorHalfLife
-	}
+	o.Prior.applyDefaults()
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -78,8 +75,8 @@ func BuildSnapshot(ctx context.Context, m *model.Model, store *graph.Store, asOf
 		}
 		snap.Embeddings[t] = mergeRows(dim, nil, ids, vecs)
 	}
-	if opts.PriorHalfLife > 0 {
-		snap.trend = newTrend(store, asOf, asOf, opts.PriorHalfLife)
+	if opts.Prior.HalfLife > 0 {
+		snap.trend = newTrend(store, asOf, asOf, opts.Prior)
 	}
 	ix, err := buildIndex(ctx, snap, store, opts)
 	if err != nil {
@@ -238,7 +235,7 @@ func adAttrs(store *graph.Store, id graph.NodeID, asOf int64) map[string][]strin
 // adDoc is the index doc of ad id: its embedding, attributes as of asOf and
 // engagement prior.
 func (s *Snapshot) adDoc(store *graph.Store, id graph.NodeID, asOf int64, vec []float32) index.Doc {
-	return index.Doc{ID: id.Idx, Embedding: vec, Attrs: adAttrs(store, id, asOf), Prior: s.trend.prior(id.Idx)}
+	return index.Doc{ID: id.Idx, Embedding: vec, Attrs: adAttrs(store, id, asOf), Prior: s.trend.docPrior(id.Idx, store.Entity(id))}
 }
 
 // serveTime is the graph time fresh embeddings are taken at: now, or the

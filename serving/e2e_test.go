@@ -364,6 +364,49 @@ func TestEndToEnd(t *testing.T) {
 		}
 	})
 
+	t.Run("a launched ad gets the fresh floor", func(t *testing.T) {
+		const day = int64(24 * 3600 * 1000)
+		date := func(ms int64) string { return time.UnixMilli(ms).UTC().Format(time.DateOnly) }
+		prior := func(name string) float32 {
+			id, ok := env.srv.Store().Lookup(graph.Ref{Type: graph.NodeAd, ID: name})
+			if !ok {
+				t.Fatalf("ad %s not stored", name)
+			}
+			p, ok := env.srv.Snapshot().Index.Snapshot().Prior(id.Idx)
+			if !ok {
+				t.Fatalf("ad %s not indexed", name)
+			}
+			return p
+		}
+		text := "espresso tamper"
+		var ents []api.Entity
+		var evs []api.Event
+		for name, start := range map[string]string{"ad-launch": date(worldT0 + 70*day), "ad-vintage": "1999-01-01"} {
+			ents = append(ents, api.Entity{Type: api.Ad, Id: name, Text: &text, Attrs: &map[string]string{"start_time": start}})
+			evs = append(evs, apiEvent("s-"+name, api.Ad, name, api.Campaign, "camp1", api.InCampaign, worldT0+60*day))
+		}
+		if res, err := env.client.PostEntitiesWithResponse(ctx, api.EntitiesRequest{Entities: ents}); err != nil || res.JSON200 == nil {
+			t.Fatalf("post ads: %v", err)
+		}
+		if res, err := env.client.PostEventsWithResponse(ctx, api.EventsRequest{Events: evs}); err != nil || res.JSON200 == nil {
+			t.Fatalf("post structure edges: %v", err)
+		}
+		if p := prior("ad-launch"); p != 0 {
+			t.Errorf("ad launching in 10 days: prior %v, want 0", p)
+		}
+		// An event on its launch day moves the service's time past it.
+		ev := apiEvent("launch-day", api.User, "u1", api.Ad, "ad0", api.Impression, worldT0+71*day)
+		if res, err := env.client.PostEventsWithResponse(ctx, api.EventsRequest{Events: []api.Event{ev}}); err != nil || res.JSON200 == nil {
+			t.Fatalf("post launch-day event: %v", err)
+		}
+		if p := prior("ad-launch"); p <= 0 {
+			t.Errorf("launched ad without engagement: prior %v, want the fresh floor > 0", p)
+		}
+		if p := prior("ad-vintage"); p != 0 {
+			t.Errorf("ad launched in 1999: prior %v, want 0", p)
+		}
+	})
+
 	t.Run("metrics and traces", func(t *testing.T) {
 		res, err := env.client.MetricsWithResponse(ctx)
 		if err != nil || res.StatusCode() != 200 {
@@ -434,9 +477,10 @@ func TestEndToEnd(t *testing.T) {
 		if v2 != "v2" || okV1.Load() == 0 || okV2.Load() == 0 {
 			t.Errorf("served %d requests on v1 and %d on %s; want some on each", okV1.Load(), okV2.Load(), v2)
 		}
-		// The fresh ad survives the rebuild (it is in the graph).
-		if n := env.srv.Snapshot().IndexSize(); n != 41 {
-			t.Errorf("index size after rebuild = %d, want 41", n)
+		// The ads posted since the first snapshot survive the rebuild (they
+		// are in the graph): ad-new, ad-launch and ad-vintage.
+		if n := env.srv.Snapshot().IndexSize(); n != 43 {
+			t.Errorf("index size after rebuild = %d, want 43", n)
 		}
 	})
 

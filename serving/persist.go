@@ -383,8 +383,8 @@ func LoadSnapshot(ctx context.Context, m *model.Model, store *graph.Store, dir s
 	}
 	// The trend is not persisted: count it from the graph, which holds the
 	// events ingested since the snapshot was built as well.
-	if opts.PriorHalfLife > 0 {
-		snap.trend = newTrend(store, snap.AsOf, max(asOf, snap.AsOf), opts.PriorHalfLife)
+	if opts.Prior.HalfLife > 0 {
+		snap.trend = newTrend(store, snap.AsOf, max(asOf, snap.AsOf), opts.Prior)
 	}
 	ix, err := loadIndex(ctx, dir, snap, store, opts)
 	if err != nil {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -16,47 +18,178 @@ const (
 	// DefaultPriorHalfLife is the half-life of an engagement's weight in an
 	// ad's trend.
 	DefaultPriorHalfLife = 14 * 24 * time.Hour
+	// DefaultPriorImpressions is the weight of an impression in an ad's
+	// trend, relative to a click or deeper.
+	DefaultPriorImpressions = 1
+	// DefaultFreshWindow is how long after its launch an ad gets the fresh
+	// floor.
+	DefaultFreshWindow = 90 * 24 * time.Hour
+	// DefaultFreshRank places a fresh ad's floor at the trend of the ad
+	// ranked this high.
+	DefaultFreshRank = 20
 	// DefaultPriorWeight scales the prior in the exact re-rank.
 	DefaultPriorWeight = 0.3
 )
 
-// trend is every ad's recency-weighted count of positive engagement (click
-// or deeper): an event at ts weighs 2^((ts-ref)/halfLife), so that the
-// counts of all ads, taken at any later time, keep their order while old
-// events fade. An ad's prior is ln(1+count): the log-popularity term that
-// in-batch contrastive training removes from the embeddings' dot products
-// (their logits estimate a user-ad affinity relative to the ad's base rate).
-// Safe for concurrent use.
+// Launch attributes: an ad's launch time is read from the first of these
+// attributes it has (RFC 3339, YYYY-MM-DD, DD-Mon-YYYY or unix
+// milliseconds).
+var launchAttrs = []string{"start_time", "release_date"}
+
+// PriorOptions shapes the ads' engagement priors (the "prior" of
+// POST /v1/retrieve's re-rank). Zero fields take the defaults.
+type PriorOptions struct {
+	// HalfLife is the half-life of an engagement's weight (default
+	// DefaultPriorHalfLife; negative: no priors, every ad's is 0).
+	HalfLife time.Duration
+	// Impressions weighs an impression relative to a click or deeper
+	// (default DefaultPriorImpressions; negative: impressions do not count).
+	// not_interested never counts.
+	Impressions float64
+	// FreshWindow: an ad launched (attribute start_time or release_date) at
+	// most this long ago gets at least the prior of the FreshRank-th most
+	// engaged ad, so that a new ad is tried before it has engagement of its
+	// own (default DefaultFreshWindow; negative: no fresh floor). An ad
+	// launching later is not fresh until its launch.
+	FreshWindow time.Duration
+	// FreshRank is the rank whose prior is the fresh floor (default
+	// DefaultFreshRank).
+	FreshRank int
+}
+
+func (o *PriorOptions) applyDefaults() {
+	if o.HalfLife == 0 {
+		o.HalfLife = DefaultPriorHalfLife
+	}
+	if o.Impressions == 0 {
+		o.Impressions = DefaultPriorImpressions
+	}
+	if o.FreshWindow == 0 {
+		o.FreshWindow = DefaultFreshWindow
+	}
+	if o.FreshRank <= 0 {
+		o.FreshRank = DefaultFreshRank
+	}
+}
+
+// eventWeight is the weight of an engagement of type t in the trend.
+func (o *PriorOptions) eventWeight(t graph.EdgeType) float64 {
+	switch {
+	case t.IsPositive():
+		return 1
+	case t == graph.EdgeImpression && o.Impressions > 0:
+		return o.Impressions
+	}
+	return 0
+}
+
+// launchTime returns the launch time (unix ms) that attrs name.
+func launchTime(attrs map[string]string) (int64, bool) {
+	for _, k := range launchAttrs {
+		v, ok := attrs[k]
+		if !ok {
+			continue
+		}
+		if ms, err := strconv.ParseInt(v, 10, 64); err == nil {
+			return ms, true
+		}
+		for _, layout := range []string{time.RFC3339, time.DateOnly, "02-Jan-2006"} {
+			if t, err := time.Parse(layout, v); err == nil {
+				return t.UnixMilli(), true
+			}
+		}
+	}
+	return 0, false
+}
+
+// floorRefresh is how far the trend's time moves before the fresh floor is
+// recomputed from every ad's count.
+const floorRefresh = time.Hour
+
+// trend is every ad's recency-weighted engagement count: an event at ts
+// weighs its type's weight times 2^((ts-ref)/halfLife), so that the counts
+// of all ads, taken at any later time, keep their order while old events
+// fade. An ad's prior is ln(1+count): the log-popularity term that in-batch
+// contrastive training removes from the embeddings' dot products (their
+// logits estimate a user-ad affinity relative to the ad's base rate). A
+// fresh ad counts at least the floor. The trend's time is the latest event
+// it has seen (at least the time it was counted at). Safe for concurrent
+// use.
 type trend struct {
+	opts       PriorOptions
 	halfLifeMS float64
 	ref        int64 // unix ms at which an event weighs 1
 
-	mu  sync.Mutex
-	raw map[uint32]float64 // by ad node index
+	mu      sync.Mutex
+	raw     map[uint32]float64 // by ad node index
+	now     int64
+	launch  map[uint32]int64 // ads launching after now-FreshWindow: fresh or not yet launched
+	floor   float64          // count of the FreshRank-th ad
+	floorAt int64            // now when floor was computed
 }
 
-// newTrend counts the positive engagement of every ad of store with
-// ts <= until, weighted relative to ref.
-func newTrend(store *graph.Store, ref, until int64, halfLife time.Duration) *trend {
-	t := &trend{halfLifeMS: float64(halfLife.Milliseconds()), ref: ref, raw: map[uint32]float64{}}
+// newTrend counts the engagement of every ad of store with ts <= until,
+// weighted relative to ref, and notes the ads that are fresh at until or
+// launch later.
+func newTrend(store *graph.Store, ref, until int64, opts PriorOptions) *trend {
+	t := &trend{opts: opts, halfLifeMS: float64(opts.HalfLife.Milliseconds()), ref: ref,
+		raw: map[uint32]float64{}, now: until, launch: map[uint32]int64{}}
 	for i := range store.NumNodes(graph.NodeAd) {
+		id := graph.NodeID{Type: graph.NodeAd, Idx: uint32(i)}
 		var sum float64
-		store.Neighbors(graph.NodeID{Type: graph.NodeAd, Idx: uint32(i)}, until, func(e graph.Edge) bool {
-			if !e.Out && e.Type.IsPositive() {
-				sum += t.weight(e.TS)
+		store.Neighbors(id, until, func(e graph.Edge) bool {
+			if !e.Out {
+				sum += t.opts.eventWeight(e.Type) * t.weight(e.TS)
 			}
 			return true
 		})
 		if sum > 0 {
 			t.raw[uint32(i)] = sum
 		}
+		t.noteLocked(uint32(i), store.Entity(id))
 	}
+	t.refloorLocked()
 	return t
 }
 
 func (t *trend) weight(ts int64) float64 { return math.Exp2(float64(ts-t.ref) / t.halfLifeMS) }
 
-// prior returns ad's prior, ln(1+count); 0 for a nil trend.
+// noteLocked records ad's launch time when e names one that is fresh now or
+// later.
+func (t *trend) noteLocked(ad uint32, e *graph.Entity) {
+	if t.opts.FreshWindow < 0 || e == nil {
+		return
+	}
+	if at, ok := launchTime(e.Attrs); ok && t.now-at < t.opts.FreshWindow.Milliseconds() {
+		t.launch[ad] = at
+	} else {
+		delete(t.launch, ad)
+	}
+}
+
+// fresh reports whether ad is launched and inside its fresh window now.
+func (t *trend) freshLocked(ad uint32) bool {
+	at, ok := t.launch[ad]
+	return ok && at <= t.now && t.now-at < t.opts.FreshWindow.Milliseconds()
+}
+
+// refloorLocked recomputes the fresh floor: the FreshRank-th largest count
+// (the smallest when fewer ads have engagement).
+func (t *trend) refloorLocked() {
+	t.floorAt = t.now
+	t.floor = 0
+	if t.opts.FreshWindow < 0 || len(t.raw) == 0 {
+		return
+	}
+	counts := make([]float64, 0, len(t.raw))
+	for _, c := range t.raw {
+		counts = append(counts, c)
+	}
+	slices.Sort(counts)
+	t.floor = counts[max(0, len(counts)-t.opts.FreshRank)]
+}
+
+// prior returns ad's prior; 0 for a nil trend.
 func (t *trend) prior(ad uint32) float32 {
 	if t == nil {
 		return 0
@@ -66,8 +199,55 @@ func (t *trend) prior(ad uint32) float32 {
 	return t.priorLocked(ad)
 }
 
+// docPrior notes ad's launch time from its entity e and returns its prior:
+// for the doc of an ad being indexed. 0 for a nil trend.
+func (t *trend) docPrior(ad uint32, e *graph.Entity) float32 {
+	if t == nil {
+		return 0
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.noteLocked(ad, e)
+	return t.priorLocked(ad)
+}
+
 // priorLocked is prior with t.mu held.
-func (t *trend) priorLocked(ad uint32) float32 { return float32(math.Log1p(t.raw[ad])) }
+func (t *trend) priorLocked(ad uint32) float32 {
+	c := t.raw[ad]
+	if t.freshLocked(ad) {
+		c = max(c, t.floor)
+	}
+	return float32(math.Log1p(c))
+}
+
+// advanceLocked moves the trend's time to now (never back) and returns the
+// ads whose prior may have changed for it: ads that launched or left their
+// fresh window, and every fresh ad when the floor was recomputed.
+func (t *trend) advanceLocked(now int64) []uint32 {
+	if now <= t.now {
+		return nil
+	}
+	var changed []uint32
+	was := make(map[uint32]bool, len(t.launch))
+	for ad := range t.launch {
+		was[ad] = t.freshLocked(ad)
+	}
+	t.now = now
+	refloor := time.Duration(now-t.floorAt)*time.Millisecond >= floorRefresh
+	if refloor {
+		t.refloorLocked()
+	}
+	window := t.opts.FreshWindow.Milliseconds()
+	for ad, at := range t.launch {
+		if is := t.freshLocked(ad); is != was[ad] || (is && refloor) {
+			changed = append(changed, ad)
+		}
+		if now-at >= window {
+			delete(t.launch, ad)
+		}
+	}
+	return changed
+}
 
 // syncPriors sets the prior of every live ad of the index from the trend
 // (0 for all when the trend is nil), in one index snapshot: for an index
@@ -93,38 +273,45 @@ func (s *Snapshot) syncPriors(ctx context.Context) error {
 	return nil
 }
 
-// ObserveEngagement adds the positive engagement events among evs (stored
-// in store already) to the ads' trend and updates their priors in the live
-// index, so that retrieval follows what is engaging now without waiting for
-// the next snapshot. The ingest path calls it for every stored batch.
+// ObserveEngagement adds the engagement events among evs (stored in store
+// already) to the ads' trend, moves the trend's time to their latest, and
+// updates the priors that changed in the live index, so that retrieval
+// follows what is engaging now, and which ads are fresh, without waiting
+// for the next snapshot. The ingest path calls it for every stored batch.
 func (s *Snapshot) ObserveEngagement(ctx context.Context, store *graph.Store, evs []graph.Event) error {
 	t := s.trend
 	if t == nil || s.Index == nil {
 		return nil
 	}
-	var ids []uint32
 	// The lock is held until the index has the new priors, so that
 	// concurrent observers publish them in the order they counted.
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	var latest int64
+	var ids []uint32
 	for i := range evs {
 		ev := &evs[i]
-		if ev.Dst.Type != graph.NodeAd || !ev.Type.IsPositive() {
+		latest = max(latest, ev.TS)
+		w := t.opts.eventWeight(ev.Type)
+		if ev.Dst.Type != graph.NodeAd || w == 0 {
 			continue
 		}
 		id, ok := store.Lookup(ev.Dst)
 		if !ok {
 			continue
 		}
-		t.raw[id.Idx] += t.weight(ev.TS)
+		t.raw[id.Idx] += w * t.weight(ev.TS)
 		ids = append(ids, id.Idx)
 	}
+	ids = append(ids, t.advanceLocked(latest)...)
+	if len(ids) == 0 {
+		return nil
+	}
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
 	priors := make([]float32, len(ids))
 	for i, id := range ids {
 		priors[i] = t.priorLocked(id)
-	}
-	if len(ids) == 0 {
-		return nil
 	}
 	if err := s.Index.SetPriors(ctx, ids, priors); err != nil {
 		return fmt.Errorf("update ad priors: %w", err)

@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/hir-ads/hir/eval"
-	"github.com/hir-ads/hir/serving"
 )
 
 // evalFlags are the parsed flags of `hir eval`.
@@ -46,19 +45,17 @@ func parseEvalFlags(e *env, args []string) (*evalFlags, error) {
 	fs.Uint64Var(&f.ours.Train.Seed, "seed", 1, "random seed of our model")
 	fs.StringVar(&f.ours.Dir, "model-dir", "", "train into this data directory (kept); default a temporary one")
 	fs.StringVar(&f.ours.ModelDir, "model", "", "load this model instead of training (must be trained on nothing after the cut)")
-	priorWeight := fs.Float64("prior-weight", serving.DefaultPriorWeight, "weight of the ads' engagement prior in our re-rank (0: embeddings alone)")
-	fs.DurationVar(&f.ours.Build.PriorHalfLife, "prior-half-life", serving.DefaultPriorHalfLife, "half-life of engagement in the ads' priors")
+	prior := defaultPriorFlags()
+	prior.register(fs, "weight of the ads' engagement prior in our re-rank")
 	fs.IntVar(&f.ours.Build.Search.ExhaustiveMax, "exhaustive-max", 1, "token index: re-rank the whole catalogue at most this size (serving default 16384)")
 	if err := parse(fs, args); err != nil {
 		return nil, err
 	}
-	f.ours.PriorWeight = float32(*priorWeight)
-	if f.ours.PriorWeight == 0 {
-		f.ours.PriorWeight = -1 // eval: negative = no prior, 0 = the default
+	if err := prior.check(); err != nil {
+		return nil, errors.Join(errUsage, err)
 	}
-	if f.ours.Build.PriorHalfLife <= 0 {
-		return nil, errors.Join(errUsage, errors.New("--prior-half-life must be positive"))
-	}
+	f.ours.PriorWeight = prior.servingWeight()
+	f.ours.Build.Prior = prior.options()
 	if f.cfg.Data == "" {
 		fs.Usage()
 		return nil, errors.Join(errUsage, errors.New("--data is required"))

@@ -47,6 +47,7 @@ func TestParseEvalFlags(t *testing.T) {
 		{name: "unknown method", args: []string{"--data", "d", "--methods", "popularity,hnsw"}, wantErr: true},
 		{name: "no method", args: []string{"--data", "d", "--methods", ","}, wantErr: true},
 		{name: "negative queries", args: []string{"--data", "d", "--max-queries", "-1"}, wantErr: true},
+		{name: "negative prior weight", args: []string{"--data", "d", "--prior-weight", "-1"}, wantErr: true},
 		{name: "stray argument", args: []string{"--data", "d", "extra"}, wantErr: true},
 		{name: "unknown flag", args: []string{"--data", "d", "--k", "5"}, wantErr: true},
 	}

@@ -46,10 +46,9 @@ type serveConfig struct {
 	// serving's defaults; a negative rate disables limiting).
 	ratePerSecond float64
 	rateBurst     int
-	// priorWeight scales the ads' engagement priors in the re-rank (0: no
-	// prior); priorHalfLife is their half-life (0: no priors).
-	priorWeight   float64
-	priorHalfLife time.Duration
+	// prior shapes the ads' engagement priors and their weight in the
+	// re-rank.
+	prior priorFlags
 	// ready, when set, runs in its own goroutine once the listener is open
 	// and the stored model (if any) is published; serve waits for it
 	// before returning.
@@ -58,16 +57,12 @@ type serveConfig struct {
 
 // build returns the snapshot build options of the served snapshots.
 func (cfg *serveConfig) build(logger *slog.Logger) serving.BuildOptions {
-	halfLife := cfg.priorHalfLife
-	if halfLife == 0 {
-		halfLife = -1 // serving: negative = no priors, 0 = its default
-	}
-	return serving.BuildOptions{Logger: logger, PriorHalfLife: halfLife}
+	return serving.BuildOptions{Logger: logger, Prior: cfg.prior.options()}
 }
 
 func runServe(ctx context.Context, e *env, args []string) error {
 	fs := newFlags(e, "serve", "--data DIR [--addr :8080] [--api-key K ...] [--read-auth] [--train-every D] [--train-steps N] [--redis ADDR [--replica-id ID] [--redis-prefix P]]")
-	cfg := serveConfig{}
+	cfg := serveConfig{prior: defaultPriorFlags()}
 	fs.StringVar(&cfg.dataDir, "data", "", "data directory (event log in DIR/log, models in DIR/models) (required)")
 	fs.StringVar(&cfg.addr, "addr", ":8080", "listen address")
 	fs.Func("api-key", "bearer API key accepted on writes and admin endpoints (repeatable; also env HIR_API_KEYS, comma separated)", func(s string) error {
@@ -83,11 +78,14 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	fs.StringVar(&cfg.redisPrefix, "redis-prefix", cluster.DefaultPrefix, "prefix of every Redis key this service uses")
 	fs.Float64Var(&cfg.ratePerSecond, "rate-limit", 0, "requests per second per API key or client IP (0: 1000; negative: no limit)")
 	fs.IntVar(&cfg.rateBurst, "rate-burst", 0, "token-bucket burst of the rate limit (0: 2000)")
-	fs.Float64Var(&cfg.priorWeight, "prior-weight", serving.DefaultPriorWeight, "weight of the ads' engagement prior in the re-rank when a request names none (0: embeddings alone)")
-	fs.DurationVar(&cfg.priorHalfLife, "prior-half-life", serving.DefaultPriorHalfLife, "half-life of engagement in the ads' priors (0: no priors)")
+	cfg.prior.register(fs, "weight of the ads' engagement prior in the re-rank when a request names none")
 	level := fs.String("log-level", "info", "log level: debug, info (one access-log line per request), warn, error")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if err := cfg.prior.check(); err != nil {
+		fmt.Fprintln(e.stderr, err)
+		return errUsage
 	}
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(*level)); err != nil {
@@ -138,12 +136,8 @@ func serve(ctx context.Context, e *env, cfg serveConfig) error {
 	}
 	store.Compact()
 	logger.Info("event log replayed", "batches", rep.Batches, "events", store.NumEvents(), "elapsed", time.Since(start))
-	priorWeight := float32(cfg.priorWeight)
-	if priorWeight == 0 {
-		priorWeight = -1 // serving: negative = no prior, 0 = its default
-	}
 	srv, err := serving.New(serving.Options{Logger: logger, APIKeys: cfg.apiKeys, ReadAuth: cfg.readAuth,
-		RatePerSecond: cfg.ratePerSecond, RateBurst: cfg.rateBurst, PriorWeight: priorWeight}, log, store)
+		RatePerSecond: cfg.ratePerSecond, RateBurst: cfg.rateBurst, PriorWeight: cfg.prior.servingWeight()}, log, store)
 	if err != nil {
 		return errors.Join(fmt.Errorf("create server: %w", err), log.Close())
 	}

@@ -112,6 +112,7 @@ func TestServeFlags(t *testing.T) {
 	}{
 		{"no data", []string{"serve"}, 2},
 		{"bad log level", []string{"serve", "--data", "x", "--log-level", "loud"}, 2},
+		{"bad fresh rank", []string{"serve", "--data", "x", "--fresh-rank", "0"}, 2},
 		{"redis unreachable", []string{"serve", "--data", "DIR", "--redis", "127.0.0.1:1"}, 1},
 		{"bad replica id", []string{"serve", "--data", "DIR", "--redis", "127.0.0.1:1", "--replica-id", "a/b"}, 1},
 		{"help", []string{"serve", "-h"}, 0},

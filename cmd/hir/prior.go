@@ -1,0 +1,61 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"time"
+
+	"github.com/hir-ads/hir/serving"
+)
+
+// priorFlags are the flags of the ads' engagement priors, shared by serve,
+// eval and the demo. On the command line 0 turns a part off; serving's
+// options take a negative value for that (0 is their default).
+type priorFlags struct {
+	weight      float64
+	halfLife    time.Duration
+	impressions float64
+	freshWindow time.Duration
+	freshRank   int
+}
+
+// defaultPriorFlags returns the flags' defaults: serving's.
+func defaultPriorFlags() priorFlags {
+	return priorFlags{weight: serving.DefaultPriorWeight, halfLife: serving.DefaultPriorHalfLife,
+		impressions: serving.DefaultPriorImpressions, freshWindow: serving.DefaultFreshWindow,
+		freshRank: serving.DefaultFreshRank}
+}
+
+// register adds the flags to fs, with p's values as their defaults.
+func (p *priorFlags) register(fs *flag.FlagSet, weightUsage string) {
+	fs.Float64Var(&p.weight, "prior-weight", p.weight, weightUsage+" (0: embeddings alone)")
+	fs.DurationVar(&p.halfLife, "prior-half-life", p.halfLife, "half-life of engagement in the ads' priors (0: no priors)")
+	fs.Float64Var(&p.impressions, "prior-impressions", p.impressions, "weight of an impression in an ad's prior, relative to a click or deeper (0: impressions do not count)")
+	fs.DurationVar(&p.freshWindow, "fresh-window", p.freshWindow, "an ad launched this recently (attribute start_time or release_date) gets the fresh floor (0: no floor)")
+	fs.IntVar(&p.freshRank, "fresh-rank", p.freshRank, "a fresh ad's prior is at least that of the ad ranked this high by engagement")
+}
+
+// check reports flag values that are out of range.
+func (p *priorFlags) check() error {
+	if p.weight < 0 || p.halfLife < 0 || p.impressions < 0 || p.freshWindow < 0 || p.freshRank < 1 {
+		return errors.New("--prior-weight, --prior-half-life, --prior-impressions and --fresh-window must be >= 0, --fresh-rank >= 1")
+	}
+	return nil
+}
+
+// servingWeight is the re-rank weight in serving's convention.
+func (p *priorFlags) servingWeight() float32 { return offIfZero(float32(p.weight)) }
+
+// options are the prior options in serving's convention.
+func (p *priorFlags) options() serving.PriorOptions {
+	return serving.PriorOptions{HalfLife: offIfZero(p.halfLife), Impressions: offIfZero(p.impressions),
+		FreshWindow: offIfZero(p.freshWindow), FreshRank: p.freshRank}
+}
+
+// offIfZero maps a flag's 0 ("off") to serving's -1 ("off"; 0 is its default).
+func offIfZero[T float32 | float64 | time.Duration](v T) T {
+	if v == 0 {
+		return -1
+	}
+	return v
+}

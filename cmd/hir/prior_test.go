@@ -1,0 +1,57 @@
+package main
+
+import (
+	"flag"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/hir-ads/hir/serving"
+)
+
+func TestPriorFlags(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr bool
+		weight  float32
+		opts    serving.PriorOptions
+	}{
+		{name: "defaults", weight: serving.DefaultPriorWeight, opts: serving.PriorOptions{HalfLife: serving.DefaultPriorHalfLife,
+			Impressions: serving.DefaultPriorImpressions, FreshWindow: serving.DefaultFreshWindow, FreshRank: serving.DefaultFreshRank}},
+		{name: "set", args: []string{"--prior-weight", "1", "--prior-half-life", "48h", "--prior-impressions", "0.25", "--fresh-window", "720h", "--fresh-rank", "5"},
+			weight: 1, opts: serving.PriorOptions{HalfLife: 48 * time.Hour, Impressions: 0.25, FreshWindow: 720 * time.Hour, FreshRank: 5}},
+		{name: "zero turns parts off", args: []string{"--prior-weight", "0", "--prior-half-life", "0", "--prior-impressions", "0", "--fresh-window", "0"},
+			weight: -1, opts: serving.PriorOptions{HalfLife: -1, Impressions: -1, FreshWindow: -1, FreshRank: serving.DefaultFreshRank}},
+		{name: "negative weight", args: []string{"--prior-weight", "-1"}, wantErr: true},
+		{name: "negative impressions", args: []string{"--prior-impressions", "-0.5"}, wantErr: true},
+		{name: "fresh rank 0", args: []string{"--fresh-rank", "0"}, wantErr: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := flag.NewFlagSet("test", flag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			p := defaultPriorFlags()
+			p.register(fs, "weight")
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			err := p.check()
+			if tc.wantErr {
+				if err == nil {
+					t.Fatalf("check(%q) = nil, want an error", tc.args)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("check(%q): %v", tc.args, err)
+			}
+			if w := p.servingWeight(); w != tc.weight {
+				t.Errorf("weight %v, want %v", w, tc.weight)
+			}
+			if o := p.options(); o != tc.opts {
+				t.Errorf("options %+v, want %+v", o, tc.opts)
+			}
+		})
+	}
+}

@@ -1,0 +1,154 @@
+package serving
+
+import (
+	"math"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/hir-ads/hir/graph"
+)
+
+func TestLaunchTime(t *testing.T) {
+	day := time.Date(2024, 3, 5, 0, 0, 0, 0, time.UTC).UnixMilli()
+	tests := []struct {
+		attrs map[string]string
+		want  int64
+		ok    bool
+	}{
+		{map[string]string{"start_time": "2024-03-05T00:00:00Z"}, day, true},
+		{map[string]string{"start_time": "2024-03-05"}, day, true},
+		{map[string]string{"release_date": "05-Mar-2024"}, day, true},
+		{map[string]string{"start_time": strconv.FormatInt(day, 10)}, day, true},
+		{map[string]string{"start_time": "2024-03-05", "release_date": "01-Jan-1990"}, day, true}, // start_time first
+		{map[string]string{"start_time": "soon", "release_date": "05-Mar-2024"}, day, true},       // unreadable: next one
+		{map[string]string{"start_time": "soon"}, 0, false},
+		{map[string]string{"launch": "2024-03-05"}, 0, false},
+		{nil, 0, false},
+	}
+	for _, tc := range tests {
+		got, ok := launchTime(tc.attrs)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("launchTime(%v) = %d, %v; want %d, %v", tc.attrs, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+func FuzzLaunchTime(f *testing.F) {
+	for _, s := range []string{"2024-03-05", "2024-03-05T10:00:00+02:00", "05-Mar-2024", "1700000000000", "", "-1", "x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		ms, ok := launchTime(map[string]string{"start_time": s})
+		if !ok && ms != 0 {
+			t.Errorf("launchTime(%q) = %d without ok", s, ms)
+		}
+	})
+}
+
+// TestTrend checks the engagement counts behind the priors: type weights,
+// recency, the fresh floor and how it follows the trend's time.
+func TestTrend(t *testing.T) {
+	const day = int64(24 * time.Hour / time.Millisecond)
+	t0 := worldT0
+	store := graph.NewStore(graph.Options{})
+	ad := func(name string, attrs map[string]string) uint32 {
+		id, err := store.UpsertEntity(graph.Entity{Type: graph.NodeAd, ID: name, Attrs: attrs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id.Idx
+	}
+	var n int
+	engage := func(name string, typ graph.EdgeType, ts int64, times int) {
+		for range times {
+			n++
+			ev := graph.Event{ID: "e" + strconv.Itoa(n), Src: graph.Ref{Type: graph.NodeUser, ID: "u" + strconv.Itoa(n)},
+				Dst: graph.Ref{Type: graph.NodeAd, ID: name}, Type: typ, TS: ts, Weight: 1}
+			if _, err := store.AddEvent(ev); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	date := func(ms int64) string { return time.UnixMilli(ms).UTC().Format(time.DateOnly) }
+	clicked := ad("clicked", nil)   // 4 clicks today
+	shown := ad("shown", nil)       // 4 impressions today
+	disliked := ad("disliked", nil) // not_interested only
+	stale := ad("stale", nil)       // 4 clicks two half-lives ago
+	newAd := ad("new", map[string]string{"start_time": date(t0 - 2*day)})
+	oldAd := ad("old", map[string]string{"release_date": time.UnixMilli(t0 - 400*day).UTC().Format("02-Jan-2006")})
+	soon := ad("soon", map[string]string{"start_time": date(t0 + 3*day)})
+	engage("clicked", graph.EdgeClick, t0, 4)
+	engage("shown", graph.EdgeImpression, t0, 4)
+	engage("disliked", graph.EdgeNotInterested, t0, 4)
+	engage("stale", graph.EdgeClick, t0-14*day, 4)
+
+	opts := PriorOptions{HalfLife: 7 * 24 * time.Hour, Impressions: 0.5, FreshRank: 2}
+	opts.applyDefaults()
+	tr := newTrend(store, t0, t0, opts)
+	ln := func(c float64) float32 { return float32(math.Log1p(c)) }
+	floor := 2.0 // the second largest count: shown's 4 x 0.5
+	for _, tc := range []struct {
+		name string
+		ad   uint32
+		want float32
+	}{
+		{"clicks count 1", clicked, ln(4)},
+		{"impressions count their weight", shown, ln(2)},
+		{"not_interested never counts", disliked, 0},
+		{"two half-lives ago count a quarter", stale, ln(1)},
+		{"a fresh ad gets the floor", newAd, ln(floor)},
+		{"an ad launched long ago does not", oldAd, 0},
+		{"an ad launching later does not yet", soon, 0},
+	} {
+		if got := tr.prior(tc.ad); math.Abs(float64(got-tc.want)) > 1e-6 {
+			t.Errorf("%s: prior %v, want %v", tc.name, got, tc.want)
+		}
+	}
+
+	// Time moves on with the events: "soon" launches, and the floor is
+	// recomputed (clicked's count is now the second largest).
+	tr.mu.Lock()
+	tr.raw[shown] += 10
+	changed := tr.advanceLocked(t0 + 4*day)
+	tr.mu.Unlock()
+	if !containsAll(changed, newAd, soon) {
+		t.Errorf("advance 4 days: changed %v, want %d and %d", changed, newAd, soon)
+	}
+	if got, want := tr.prior(soon), ln(4); got != want {
+		t.Errorf("launched ad: prior %v, want the floor %v", got, want)
+	}
+	if tr.advanceLocked(t0+3*day) != nil || tr.now != t0+4*day {
+		t.Errorf("time went back")
+	}
+	// Out of the window: no floor, and the ad is forgotten.
+	tr.mu.Lock()
+	changed = tr.advanceLocked(t0 + 100*day)
+	tr.mu.Unlock()
+	if !containsAll(changed, newAd, soon) || tr.prior(newAd) != 0 || len(tr.launch) != 0 {
+		t.Errorf("after the window: changed %v, prior %v, %d launches kept", changed, tr.prior(newAd), len(tr.launch))
+	}
+
+	// An ad indexed later notes its launch from its entity.
+	late := ad("late", map[string]string{"start_time": date(t0 + 99*day)})
+	if got := tr.docPrior(late, store.Entity(graph.NodeID{Type: graph.NodeAd, Idx: late})); got == 0 {
+		t.Errorf("ad launched yesterday, indexed now: prior 0, want the floor")
+	}
+
+	// The floor can be turned off.
+	off := opts
+	off.FreshWindow = -1
+	if got := newTrend(store, t0, t0, off).prior(newAd); got != 0 {
+		t.Errorf("no fresh window: prior %v, want 0", got)
+	}
+}
+
+func containsAll(xs []uint32, want ...uint32) bool {
+	for _, w := range want {
+		if !slices.Contains(xs, w) {
+			return false
+		}
+	}
+	return true
+}
