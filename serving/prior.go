@@ -27,8 +27,11 @@ const (
 	// DefaultFreshRank places a fresh ad's floor at the trend of the ad
 	// ranked this high.
 	DefaultFreshRank = 20
+	// DefaultFreshEvents is the exploration budget of a fresh ad: it keeps
+	// the floor until it has this many engagement events.
+	DefaultFreshEvents = 3
 	// DefaultPriorWeight scales the prior in the exact re-rank.
-	DefaultPriorWeight = 0.3
+	DefaultPriorWeight = 1
 )
 
 // Launch attributes: an ad's launch time is read from the first of these
@@ -55,6 +58,11 @@ type PriorOptions struct {
 	// FreshRank is the rank whose prior is the fresh floor (default
 	// DefaultFreshRank).
 	FreshRank int
+	// FreshEvents ends the floor early: a fresh ad keeps it only until it
+	// has this many engagement events of any type, impressions and
+	// not_interested included, so its own record is then enough to judge
+	// it (default DefaultFreshEvents; negative: no limit).
+	FreshEvents int
 }
 
 func (o *PriorOptions) applyDefaults() {
@@ -69,6 +77,9 @@ func (o *PriorOptions) applyDefaults() {
 	}
 	if o.FreshRank <= 0 {
 		o.FreshRank = DefaultFreshRank
+	}
+	if o.FreshEvents == 0 {
+		o.FreshEvents = DefaultFreshEvents
 	}
 }
 
@@ -122,6 +133,7 @@ type trend struct {
 
 	mu      sync.Mutex
 	raw     map[uint32]float64 // by ad node index
+	events  map[uint32]int     // engagement events of any type, by ad node index
 	now     int64
 	launch  map[uint32]int64 // ads launching after now-FreshWindow: fresh or not yet launched
 	floor   float64          // count of the FreshRank-th ad
@@ -133,18 +145,23 @@ type trend struct {
 // launch later.
 func newTrend(store *graph.Store, ref, until int64, opts PriorOptions) *trend {
 	t := &trend{opts: opts, halfLifeMS: float64(opts.HalfLife.Milliseconds()), ref: ref,
-		raw: map[uint32]float64{}, now: until, launch: map[uint32]int64{}}
+		raw: map[uint32]float64{}, events: map[uint32]int{}, now: until, launch: map[uint32]int64{}}
 	for i := range store.NumNodes(graph.NodeAd) {
 		id := graph.NodeID{Type: graph.NodeAd, Idx: uint32(i)}
 		var sum float64
+		var n int
 		store.Neighbors(id, until, func(e graph.Edge) bool {
-			if !e.Out {
+			if !e.Out && !e.Type.IsStructure() {
 				sum += t.opts.eventWeight(e.Type) * t.weight(e.TS)
+				n++
 			}
 			return true
 		})
 		if sum > 0 {
 			t.raw[uint32(i)] = sum
+		}
+		if n > 0 {
+			t.events[uint32(i)] = n
 		}
 		t.noteLocked(uint32(i), store.Entity(id))
 	}
@@ -167,10 +184,12 @@ func (t *trend) noteLocked(ad uint32, e *graph.Entity) {
 	}
 }
 
-// fresh reports whether ad is launched and inside its fresh window now.
+// freshLocked reports whether ad is launched, inside its fresh window now
+// and within its exploration budget.
 func (t *trend) freshLocked(ad uint32) bool {
 	at, ok := t.launch[ad]
-	return ok && at <= t.now && t.now-at < t.opts.FreshWindow.Milliseconds()
+	return ok && at <= t.now && t.now-at < t.opts.FreshWindow.Milliseconds() &&
+		(t.opts.FreshEvents < 0 || t.events[ad] < t.opts.FreshEvents)
 }
 
 // refloorLocked recomputes the fresh floor: the FreshRank-th largest count
@@ -287,28 +306,10 @@ func (s *Snapshot) ObserveEngagement(ctx context.Context, store *graph.Store, ev
 	// concurrent observers publish them in the order they counted.
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	var latest int64
-	var ids []uint32
-	for i := range evs {
-		ev := &evs[i]
-		latest = max(latest, ev.TS)
-		w := t.opts.eventWeight(ev.Type)
-		if ev.Dst.Type != graph.NodeAd || w == 0 {
-			continue
-		}
-		id, ok := store.Lookup(ev.Dst)
-		if !ok {
-			continue
-		}
-		t.raw[id.Idx] += w * t.weight(ev.TS)
-		ids = append(ids, id.Idx)
-	}
-	ids = append(ids, t.advanceLocked(latest)...)
+	ids := t.observeLocked(store, evs)
 	if len(ids) == 0 {
 		return nil
 	}
-	slices.Sort(ids)
-	ids = slices.Compact(ids)
 	priors := make([]float32, len(ids))
 	for i, id := range ids {
 		priors[i] = t.priorLocked(id)
@@ -317,4 +318,31 @@ func (s *Snapshot) ObserveEngagement(ctx context.Context, store *graph.Store, ev
 		return fmt.Errorf("update ad priors: %w", err)
 	}
 	return nil
+}
+
+// observeLocked counts the engagement events among evs, moves the trend's
+// time to their latest and returns the ads whose prior may have changed,
+// sorted.
+func (t *trend) observeLocked(store *graph.Store, evs []graph.Event) []uint32 {
+	var latest int64
+	var ids []uint32
+	for i := range evs {
+		ev := &evs[i]
+		latest = max(latest, ev.TS)
+		if ev.Dst.Type != graph.NodeAd || ev.Type.IsStructure() {
+			continue
+		}
+		id, ok := store.Lookup(ev.Dst)
+		if !ok {
+			continue
+		}
+		t.events[id.Idx]++
+		if w := t.opts.eventWeight(ev.Type); w > 0 {
+			t.raw[id.Idx] += w * t.weight(ev.TS)
+		}
+		ids = append(ids, id.Idx)
+	}
+	ids = append(ids, t.advanceLocked(latest)...)
+	slices.Sort(ids)
+	return slices.Compact(ids)
 }

@@ -84,7 +84,7 @@ func TestTrend(t *testing.T) {
 	engage("disliked", graph.EdgeNotInterested, t0, 4)
 	engage("stale", graph.EdgeClick, t0-14*day, 4)
 
-	opts := PriorOptions{HalfLife: 7 * 24 * time.Hour, Impressions: 0.5, FreshRank: 2}
+	opts := PriorOptions{HalfLife: 7 * 24 * time.Hour, Impressions: 0.5, FreshRank: 2, FreshEvents: 3}
 	opts.applyDefaults()
 	tr := newTrend(store, t0, t0, opts)
 	ln := func(c float64) float32 { return float32(math.Log1p(c)) }
@@ -134,6 +134,25 @@ func TestTrend(t *testing.T) {
 	late := ad("late", map[string]string{"start_time": date(t0 + 99*day)})
 	if got := tr.docPrior(late, store.Entity(graph.NodeID{Type: graph.NodeAd, Idx: late})); got == 0 {
 		t.Errorf("ad launched yesterday, indexed now: prior 0, want the floor")
+	}
+
+	// The exploration budget: a fresh ad keeps the floor until it has
+	// FreshEvents engagement events of any type.
+	tried := ad("tried", map[string]string{"start_time": date(t0 + 99*day)})
+	engage("tried", graph.EdgeNotInterested, t0+100*day, 2)
+	tr2 := newTrend(store, t0, t0+100*day, opts)
+	if got := tr2.prior(tried); got == 0 {
+		t.Errorf("fresh ad with 2 of 3 events: prior 0, want the floor")
+	}
+	engage("tried", graph.EdgeImpression, t0+100*day, 1)
+	tr2.mu.Lock()
+	changed = tr2.observeLocked(store, []graph.Event{{Dst: graph.Ref{Type: graph.NodeAd, ID: "tried"}, Type: graph.EdgeImpression, TS: t0 + 100*day}})
+	tr2.mu.Unlock()
+	if !slices.Contains(changed, tried) {
+		t.Errorf("observed event on %d: changed %v", tried, changed)
+	}
+	if got, want := tr2.prior(tried), float32(math.Log1p(0.5*tr2.weight(t0+100*day))); got != want {
+		t.Errorf("fresh ad with 3 events: prior %v, want its own %v", got, want)
 	}
 
 	// The floor can be turned off.

@@ -17,13 +17,14 @@ type priorFlags struct {
 	impressions float64
 	freshWindow time.Duration
 	freshRank   int
+	freshEvents int
 }
 
 // defaultPriorFlags returns the flags' defaults: serving's.
 func defaultPriorFlags() priorFlags {
 	return priorFlags{weight: serving.DefaultPriorWeight, halfLife: serving.DefaultPriorHalfLife,
 		impressions: serving.DefaultPriorImpressions, freshWindow: serving.DefaultFreshWindow,
-		freshRank: serving.DefaultFreshRank}
+		freshRank: serving.DefaultFreshRank, freshEvents: serving.DefaultFreshEvents}
 }
 
 // register adds the flags to fs, with p's values as their defaults.
@@ -33,12 +34,13 @@ func (p *priorFlags) register(fs *flag.FlagSet, weightUsage string) {
 	fs.Float64Var(&p.impressions, "prior-impressions", p.impressions, "weight of an impression in an ad's prior, relative to a click or deeper (0: impressions do not count)")
 	fs.DurationVar(&p.freshWindow, "fresh-window", p.freshWindow, "an ad launched this recently (attribute start_time or release_date) gets the fresh floor (0: no floor)")
 	fs.IntVar(&p.freshRank, "fresh-rank", p.freshRank, "a fresh ad's prior is at least that of the ad ranked this high by engagement")
+	fs.IntVar(&p.freshEvents, "fresh-events", p.freshEvents, "a fresh ad keeps the floor until it has this many engagement events of any type (0: no limit)")
 }
 
 // check reports flag values that are out of range.
 func (p *priorFlags) check() error {
-	if p.weight < 0 || p.halfLife < 0 || p.impressions < 0 || p.freshWindow < 0 || p.freshRank < 1 {
-		return errors.New("--prior-weight, --prior-half-life, --prior-impressions and --fresh-window must be >= 0, --fresh-rank >= 1")
+	if p.weight < 0 || p.halfLife < 0 || p.impressions < 0 || p.freshWindow < 0 || p.freshEvents < 0 || p.freshRank < 1 {
+		return errors.New("--prior-weight, --prior-half-life, --prior-impressions, --fresh-window and --fresh-events must be >= 0, --fresh-rank >= 1")
 	}
 	return nil
 }
@@ -49,11 +51,11 @@ func (p *priorFlags) servingWeight() float32 { return offIfZero(float32(p.weight
 // options are the prior options in serving's convention.
 func (p *priorFlags) options() serving.PriorOptions {
 	return serving.PriorOptions{HalfLife: offIfZero(p.halfLife), Impressions: offIfZero(p.impressions),
-		FreshWindow: offIfZero(p.freshWindow), FreshRank: p.freshRank}
+		FreshWindow: offIfZero(p.freshWindow), FreshRank: p.freshRank, FreshEvents: offIfZero(p.freshEvents)}
 }
 
 // offIfZero maps a flag's 0 ("off") to serving's -1 ("off"; 0 is its default).
-func offIfZero[T float32 | float64 | time.Duration](v T) T {
+func offIfZero[T int | float32 | float64 | time.Duration](v T) T {
 	if v == 0 {
 		return -1
 	}
