@@ -117,6 +117,12 @@ func launchTime(attrs map[string]string) (int64, bool) {
 // recomputed from every ad's count.
 const floorRefresh = time.Hour
 
+// clockSkew is how far ahead of the wall clock (or of the data the trend
+// was counted on, when that lies ahead) an observed event may be; a later
+// timestamp counts as that bound, so that one event from the far future
+// can neither overflow a count nor age every fresh ad out.
+const clockSkew = time.Hour
+
 // trend is every ad's recency-weighted engagement count: an event at ts
 // weighs its type's weight times 2^((ts-ref)/halfLife), so that the counts
 // of all ads, taken at any later time, keep their order while old events
@@ -130,6 +136,8 @@ type trend struct {
 	opts       PriorOptions
 	halfLifeMS float64
 	ref        int64 // unix ms at which an event weighs 1
+
+	counted int64 // the time the trend was counted at
 
 	mu      sync.Mutex
 	raw     map[uint32]float64 // by ad node index
@@ -145,7 +153,7 @@ type trend struct {
 // launch later.
 func newTrend(store *graph.Store, ref, until int64, opts PriorOptions) *trend {
 	t := &trend{opts: opts, halfLifeMS: float64(opts.HalfLife.Milliseconds()), ref: ref,
-		raw: map[uint32]float64{}, events: map[uint32]int{}, now: until, launch: map[uint32]int64{}}
+		counted: until, raw: map[uint32]float64{}, events: map[uint32]int{}, now: until, launch: map[uint32]int64{}}
 	for i := range store.NumNodes(graph.NodeAd) {
 		id := graph.NodeID{Type: graph.NodeAd, Idx: uint32(i)}
 		var sum float64
@@ -170,6 +178,12 @@ func newTrend(store *graph.Store, ref, until int64, opts PriorOptions) *trend {
 }
 
 func (t *trend) weight(ts int64) float64 { return math.Exp2(float64(ts-t.ref) / t.halfLifeMS) }
+
+// bound caps an observed event's timestamp at clockSkew past the wall
+// clock or the time the trend was counted at, whichever is later.
+func (t *trend) bound(ts int64) int64 {
+	return min(ts, max(time.Now().UnixMilli(), t.counted)+clockSkew.Milliseconds())
+}
 
 // noteLocked records ad's launch time when e names one that is fresh now or
 // later.
@@ -328,7 +342,8 @@ func (t *trend) observeLocked(store *graph.Store, evs []graph.Event) []uint32 {
 	var ids []uint32
 	for i := range evs {
 		ev := &evs[i]
-		latest = max(latest, ev.TS)
+		ts := t.bound(ev.TS)
+		latest = max(latest, ts)
 		if ev.Dst.Type != graph.NodeAd || ev.Type.IsStructure() {
 			continue
 		}
@@ -338,7 +353,7 @@ func (t *trend) observeLocked(store *graph.Store, evs []graph.Event) []uint32 {
 		}
 		t.events[id.Idx]++
 		if w := t.opts.eventWeight(ev.Type); w > 0 {
-			t.raw[id.Idx] += w * t.weight(ev.TS)
+			t.raw[id.Idx] += w * t.weight(ts)
 		}
 		ids = append(ids, id.Idx)
 	}

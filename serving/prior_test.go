@@ -155,6 +155,19 @@ func TestTrend(t *testing.T) {
 		t.Errorf("fresh ad with 3 events: prior %v, want its own %v", got, want)
 	}
 
+	// An event from the far future counts as now: no overflow, and the
+	// fresh ads do not all age out.
+	tr2.mu.Lock()
+	tr2.observeLocked(store, []graph.Event{{Dst: graph.Ref{Type: graph.NodeAd, ID: "clicked"}, Type: graph.EdgeClick, TS: 7258118400000}})
+	now := tr2.now
+	tr2.mu.Unlock()
+	if p := tr2.prior(clicked); math.IsInf(float64(p), 0) || math.IsNaN(float64(p)) {
+		t.Errorf("event in 2200: prior %v", p)
+	}
+	if limit := max(time.Now().UnixMilli(), t0+100*day) + clockSkew.Milliseconds(); now > limit {
+		t.Errorf("event in 2200 moved the trend to %d, past %d", now, limit)
+	}
+
 	// The floor can be turned off.
 	off := opts
 	off.FreshWindow = -1
