@@ -304,9 +304,10 @@ func demoCalls(ex *demoExamples, token string, now time.Time) []demoCall {
 		demoCall{comment: fmt.Sprintf("Post an event: %s clicks %s (idempotent by id; needs the API key)", ex.user.ID, ex.clicked[0].ID),
 			method: http.MethodPost, path: "/v1/events", auth: true, body: map[string]any{"events": []map[string]any{
 				{"id": fmt.Sprintf("demo-click-%d", ms), "src": ref(ex.user), "dst": ref(ex.clicked[0]), "type": "click", "ts": ms}}}},
-		demoCall{comment: "Post a new ad ...", method: http.MethodPost, path: "/v1/entities", auth: true,
+		demoCall{comment: "Post a new ad launching now (start_time: it is fresh, so its engagement prior starts at the fresh floor) ...",
+			method: http.MethodPost, path: "/v1/entities", auth: true,
 			body: map[string]any{"entities": []map[string]any{{"type": "ad", "id": newAd.ID, "text": text,
-				"attrs": map[string]string{"status": "active"}}}}},
+				"attrs": map[string]string{"status": "active", "start_time": time.UnixMilli(ms).UTC().Format(time.RFC3339)}}}}},
 		demoCall{comment: fmt.Sprintf("... and its structure edges (campaign %s, product %s); it is indexed at once", ex.campaign.ID, ex.product.ID),
 			method: http.MethodPost, path: "/v1/events", auth: true, body: map[string]any{"events": edges}},
 		demoCall{comment: fmt.Sprintf("Retrieve within campaign %s: the new ad %s is a candidate", ex.campaign.ID, newAd.ID),
