@@ -402,7 +402,8 @@ func LoadSnapshot(ctx context.Context, m *model.Model, store *graph.Store, dir s
 		return nil, st, err
 	}
 	st.Upserted = n
-	// The docs read from the index file carry the priors they were saved with.
+	// The docs read from the index file carry the priors they were saved
+	// with, and the caught-up ones none: set every live doc's from the trend.
 	if err := snap.syncPriors(ctx); err != nil {
 		return nil, st, err
 	}
@@ -448,6 +449,8 @@ func loadIndex(ctx context.Context, dir string, snap *Snapshot, store *graph.Sto
 // catchUpIndex upserts the ads the loaded index lacks or holds with other
 // attributes than the graph gives now. New ads use their fresh embedding;
 // changed ones are re-embedded as of asOf, as a live ingestion would have.
+// The docs carry no prior: LoadSnapshot sets every live doc's afterwards
+// (syncPriors).
 func catchUpIndex(ctx context.Context, snap *Snapshot, store *graph.Store, asOf int64, fresh map[graph.NodeID][]float32, opts BuildOptions) (int, error) {
 	is := snap.Index.Snapshot()
 	var docs []index.Doc
@@ -468,7 +471,7 @@ func catchUpIndex(ctx context.Context, snap *Snapshot, store *graph.Store, asOf 
 			if vec == nil {
 				vec, _ = snap.Embeddings[graph.NodeAd].Vector(id.Idx)
 			}
-			docs = append(docs, index.Doc{ID: id.Idx, Embedding: vec, Attrs: attrs, Prior: snap.trend.prior(id.Idx)})
+			docs = append(docs, index.Doc{ID: id.Idx, Embedding: vec, Attrs: attrs})
 		case !sameAttrs(have, attrs):
 			changed = append(changed, id)
 			changedAttrs = append(changedAttrs, attrs)

@@ -222,16 +222,6 @@ func (t *trend) refloorLocked() {
 	t.floor = counts[max(0, len(counts)-t.opts.FreshRank)]
 }
 
-// prior returns ad's prior; 0 for a nil trend.
-func (t *trend) prior(ad uint32) float32 {
-	if t == nil {
-		return 0
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.priorLocked(ad)
-}
-
 // docPrior notes ad's launch time from its entity e and returns its prior:
 // for the doc of an ad being indexed. 0 for a nil trend.
 func (t *trend) docPrior(ad uint32, e *graph.Entity) float32 {
@@ -244,7 +234,8 @@ func (t *trend) docPrior(ad uint32, e *graph.Entity) float32 {
 	return t.priorLocked(ad)
 }
 
-// priorLocked is prior with t.mu held.
+// priorLocked returns ad's prior, ln(1+count), the count raised to the
+// floor while the ad is fresh; t.mu must be held.
 func (t *trend) priorLocked(ad uint32) float32 {
 	c := t.raw[ad]
 	if t.freshLocked(ad) {

@@ -176,6 +176,13 @@ func TestTrend(t *testing.T) {
 	}
 }
 
+// prior returns ad's prior, taking the lock.
+func (t *trend) prior(ad uint32) float32 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.priorLocked(ad)
+}
+
 func containsAll(xs []uint32, want ...uint32) bool {
 	for _, w := range want {
 		if !slices.Contains(xs, w) {
