@@ -407,6 +407,34 @@ func TestEndToEnd(t *testing.T) {
 		}
 	})
 
+	t.Run("a known user's new event is used at once", func(t *testing.T) {
+		u2 := api.Ref{Type: api.User, Id: "u2"}
+		before, err := env.client.RetrieveCandidatesWithResponse(ctx, api.RetrieveRequest{User: &u2, K: ptr(5)})
+		if err != nil || before.JSON200 == nil || len(before.JSON200.Candidates) == 0 {
+			t.Fatalf("retrieve u2: %v %s", err, before.Body)
+		}
+		if *before.JSON200.FreshUser {
+			t.Fatalf("u2 has no event since the snapshot: fresh_user true, want the snapshot's embedding")
+		}
+		clicked := before.JSON200.Candidates[0].Id
+		ev := apiEvent("u2-new-click", api.User, "u2", api.Ad, clicked, api.Click, worldT0+72*24*3600*1000)
+		if res, err := env.client.PostEventsWithResponse(ctx, api.EventsRequest{Events: []api.Event{ev}}); err != nil || res.JSON200 == nil {
+			t.Fatalf("post u2's click: %v", err)
+		}
+		after, err := env.client.RetrieveCandidatesWithResponse(ctx, api.RetrieveRequest{User: &u2, K: ptr(5)})
+		if err != nil || after.JSON200 == nil {
+			t.Fatalf("retrieve u2 after the click: %v %s", err, after.Body)
+		}
+		if !*after.JSON200.FreshUser {
+			t.Errorf("u2 clicked since the snapshot: fresh_user false, want an embedding of the current neighbourhood")
+		}
+		for _, c := range after.JSON200.Candidates {
+			if c.Id == clicked {
+				t.Errorf("candidate %s was just clicked by u2", clicked)
+			}
+		}
+	})
+
 	t.Run("metrics and traces", func(t *testing.T) {
 		res, err := env.client.MetricsWithResponse(ctx)
 		if err != nil || res.StatusCode() != 200 {

@@ -147,9 +147,11 @@ func (s *Server) lookup(ref graph.Ref) (graph.NodeID, error) {
 }
 
 // entityVector returns the embedding of a stored node: the ad index's for an
-// indexed ad, the snapshot's for a node it embedded (users only when they
-// have at least MinUserEvents events), else one computed now with the
-// snapshot's model (cached per model version and node degree).
+// indexed ad, the snapshot's for a node it embedded (a user only when it
+// has at least MinUserEvents events and none since the snapshot was taken,
+// so that a user's new events change their embedding before retraining),
+// else one computed now with the snapshot's model (cached per model version
+// and node degree).
 func (s *Server) entityVector(ctx context.Context, snap *Snapshot, id graph.NodeID) ([]float32, bool, error) {
 	if id.Type == graph.NodeAd {
 		if v, ok := snap.Index.Snapshot().Embedding(id.Idx); ok {
@@ -158,7 +160,8 @@ func (s *Server) entityVector(ctx context.Context, snap *Snapshot, id graph.Node
 	}
 	asOf := serveTime(s.store)
 	deg := s.store.Degree(id, asOf)
-	if m := snap.Embeddings[id.Type]; m != nil && (id.Type != graph.NodeUser || deg >= s.opts.MinUserEvents) {
+	current := id.Type != graph.NodeUser || (deg >= s.opts.MinUserEvents && deg == s.store.Degree(id, snap.AsOf))
+	if m := snap.Embeddings[id.Type]; m != nil && current {
 		if v, ok := m.Vector(id.Idx); ok {
 			return v, false, nil
 		}
