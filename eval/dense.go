@@ -28,9 +28,10 @@ type Embedder interface {
 // Priors is implemented by an [Embedder] whose retrieval adds a per-item
 // prior to the dot product (our engagement prior); [Dense] adds it too.
 type Priors interface {
-	// ItemPriors returns the weighted prior of every item by dense id, as of
-	// the events observed so far, or nil for none.
-	ItemPriors() []float32
+	// ItemPriors returns the weighted prior of every item by dense id for
+	// query q (its user may select other priors), as of the events observed
+	// so far, or nil for none.
+	ItemPriors(q *Query) []float32
 }
 
 // Dense is exact dense retrieval: items are ranked by the dot product of
@@ -87,7 +88,7 @@ func (d *Dense) TopK(ctx context.Context, q *Query, dst []int32) ([]int32, error
 	}
 	var priors []float32
 	if p, ok := d.emb.(Priors); ok {
-		priors = p.ItemPriors()
+		priors = p.ItemPriors(q)
 	}
 	negInf := float32(math.Inf(-1))
 	for i, v := range d.items {

@@ -304,19 +304,29 @@ func (o *Ours) Observe(in Interaction) {
 }
 
 // ItemPriors returns the weighted prior of every item (by dense id) as the
-// re-rank adds it: PriorWeight times the ad's prior in the live index; nil
-// when the weight is 0.
-func (o *Ours) ItemPriors() []float32 {
+// re-rank adds it for q's user: PriorWeight times the ad's prior in the live
+// index (its new-user prior when the user is new); nil when the weight is 0.
+func (o *Ours) ItemPriors(q *Query) []float32 {
 	if o.opts.PriorWeight == 0 || o.snap == nil {
 		return nil
 	}
+	newUser := o.priorTerm(q).NewUser
 	idx := o.snap.Index.Snapshot()
 	out := make([]float32, len(o.itemNode))
 	for i, n := range o.itemNode {
-		p, _ := idx.Prior(n)
+		p, u, _ := idx.Priors(n)
+		if newUser {
+			p = u
+		}
 		out[i] = o.opts.PriorWeight * p
 	}
 	return out
+}
+
+// priorTerm is the prior term of q's re-rank, as POST /v1/retrieve chooses
+// it from the user's events in the store as of the query.
+func (o *Ours) priorTerm(q *Query) serving.PriorTerm {
+	return serving.PriorTerm{Weight: o.opts.PriorWeight, NewUser: o.snap.NewUser(o.store.Degree(o.userNode[q.User], q.AsOf))}
 }
 
 // TokenLevels returns our token assignment of the ads for the truth
@@ -388,7 +398,7 @@ func (t *oursTokens) TopK(ctx context.Context, q *Query, dst []int32) ([]int32, 
 	for _, in := range q.History {
 		t.exclude.Add(t.o.itemNode[in.Item])
 	}
-	_, res, err := t.o.snap.RetrieveVector(ctx, u, q.K, nil, t.exclude, t.o.opts.PriorWeight)
+	_, res, err := t.o.snap.RetrieveVector(ctx, u, q.K, nil, t.exclude, t.o.priorTerm(q))
 	if err != nil {
 		return nil, err
 	}

@@ -20,8 +20,9 @@ import (
 var ErrCorrupt = errors.New("corrupt index snapshot")
 
 // FormatVersion is the snapshot file format version written by WriteTo.
-// ReadSnapshot also reads version 1 files (no doc priors; they read as 0).
-const FormatVersion = 2
+// ReadSnapshot also reads version 1 files (no doc priors; they read as 0)
+// and version 2 files (no new-user priors; they read as 0).
+const FormatVersion = 3
 
 var (
 	fileMagic = [8]byte{'H', 'I', 'R', 'I', 'D', 'X', '\r', '\n'}
@@ -145,8 +146,8 @@ func decodeSnapshot(data []byte) (s *Snapshot, err error) {
 		return nil, corrupt("bad magic %q", data[:8])
 	}
 	version := binary.LittleEndian.Uint32(data[8:12])
-	if version != 1 && version != FormatVersion {
-		return nil, corrupt("unsupported format version %d (want 1 or %d)", version, FormatVersion)
+	if version < 1 || version > FormatVersion {
+		return nil, corrupt("unsupported format version %d (want 1 to %d)", version, FormatVersion)
 	}
 	rest := data[12:]
 	secs := map[string][]byte{}
@@ -183,7 +184,7 @@ func decodeSnapshot(data []byte) (s *Snapshot, err error) {
 	if err := decodeAttrs(tx, secs[secAttrs]); err != nil {
 		return nil, err
 	}
-	if err := decodeDocs(tx, secs[secDocs], version >= 2); err != nil {
+	if err := decodeDocs(tx, secs[secDocs], int(version)-1); err != nil {
 		return nil, err
 	}
 	if err := decodePostings(tx, secs[secPostings]); err != nil {
@@ -386,7 +387,9 @@ func (s *Snapshot) encodeDocs() ([]byte, error) {
 		id := it.Next()
 		e.u32(id)
 		e.vecs(s.emb.at(int(id)))
-		e.f32(s.prior.get(int(id)))
+		p, u, _ := s.Priors(id)
+		e.f32(p)
+		e.f32(u)
 		m := s.meta.get(int(id))
 		e.u32(uint32(len(m)))
 		for _, x := range m {
@@ -396,14 +399,13 @@ func (s *Snapshot) encodeDocs() ([]byte, error) {
 	return e.b, nil
 }
 
-func decodeDocs(tx *txn, b []byte, withPrior bool) error {
+// decodeDocs reads the docs section; each doc carries nPriors priors
+// (Doc.Prior, then Doc.NewUserPrior; 0 in version 1 files, 1 in version 2).
+func decodeDocs(tx *txn, b []byte, nPriors int) error {
 	d := &dec{sec: secDocs, b: b}
 	tx.s.seq = d.u64()
 	dim := tx.s.q.dim
-	minDoc := 8 + 4*dim
-	if withPrior {
-		minDoc += 4
-	}
+	minDoc := 8 + 4*dim + 4*nPriors
 	n := d.count("doc", minDoc)
 	last := int64(-1)
 	nSlots := tx.s.levelOff[len(tx.s.levelOff)-1]
@@ -414,10 +416,10 @@ func decodeDocs(tx *txn, b []byte, withPrior bool) error {
 		}
 		last = int64(id)
 		v := d.vec(dim)
-		var prior float32
-		if withPrior {
-			if prior = d.f32(); prior != prior || math.IsInf(float64(prior), 0) {
-				d.fail("doc %d: prior %v not finite", id, prior)
+		var priors [2]float32
+		for i := range priors[:nPriors] {
+			if priors[i] = d.f32(); priors[i] != priors[i] || math.IsInf(float64(priors[i]), 0) {
+				d.fail("doc %d: prior %v not finite", id, priors[i])
 			}
 		}
 		m := make([]uint32, d.count("doc meta", 4))
@@ -442,9 +444,7 @@ func decodeDocs(tx *txn, b []byte, withPrior bool) error {
 			}
 		}
 		copy(tx.emb.slot(int(id)), v)
-		if prior != 0 {
-			tx.prior.set(int(id), prior)
-		}
+		tx.setPriors(id, priors[0], priors[1])
 		tx.meta.set(int(id), m)
 		tx.s.live.Add(id)
 	}

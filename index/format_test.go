@@ -40,9 +40,9 @@ func snapshotsEqual(t *testing.T, a, b *Snapshot) {
 		tb, _ := b.Tokens(id)
 		aa, _ := a.Attrs(id)
 		ab, _ := b.Attrs(id)
-		pa, _ := a.Prior(id)
-		pb, _ := b.Prior(id)
-		if !cmp.Equal(ea, eb) || !cmp.Equal(ta, tb) || !cmp.Equal(aa, ab) || pa != pb {
+		pa, ua, _ := a.Priors(id)
+		pb, ub, _ := b.Priors(id)
+		if !cmp.Equal(ea, eb) || !cmp.Equal(ta, tb) || !cmp.Equal(aa, ab) || pa != pb || ua != ub {
 			t.Fatalf("doc %d differs", id)
 		}
 	}
@@ -57,7 +57,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	if err := ix.Delete(ctx, 3, 4, 500); err != nil {
 		t.Fatal(err)
 	}
-	if err := ix.SetPriors(ctx, []uint32{1, 2, 700}, []float32{0.5, -2, 3.25}); err != nil {
+	if err := ix.SetPriors(ctx, []uint32{1, 2, 700}, []float32{0.5, -2, 3.25}, []float32{0, 1.5, -0.75}); err != nil {
 		t.Fatal(err)
 	}
 	snap := ix.Snapshot()

@@ -49,6 +49,10 @@ type Doc struct {
 	// its recent engagement): the exact re-rank scores a doc
 	// Dot(query, Embedding) + Query.PriorWeight*Prior. Zero: no prior.
 	Prior float32
+	// NewUserPrior replaces Prior for the queries of new users
+	// (Query.NewUser): for example the engagement of users in their first
+	// events, which differs from everyone's. Zero: no prior.
+	NewUserPrior float32
 }
 
 // Options configures an [Index]. Zero fields take defaults.
@@ -138,12 +142,13 @@ func (ix *Index) Upsert(ctx context.Context, docs ...Doc) error {
 	return nil
 }
 
-// SetPriors replaces the priors of live docs (ids[i] gets priors[i]) and
-// publishes one new snapshot; bags and postings are untouched. Ids that are
-// not live are ignored.
-func (ix *Index) SetPriors(ctx context.Context, ids []uint32, priors []float32) error {
-	if len(ids) != len(priors) {
-		return fmt.Errorf("set priors: %w: %d ids, %d priors", ErrBadQuery, len(ids), len(priors))
+// SetPriors replaces the priors of live docs (ids[i] gets priors[i] and
+// newUser[i], see Doc.Prior and Doc.NewUserPrior) and publishes one new
+// snapshot; bags and postings are untouched. Ids that are not live are
+// ignored.
+func (ix *Index) SetPriors(ctx context.Context, ids []uint32, priors, newUser []float32) error {
+	if len(ids) != len(priors) || len(ids) != len(newUser) {
+		return fmt.Errorf("set priors: %w: %d ids, %d priors, %d new-user priors", ErrBadQuery, len(ids), len(priors), len(newUser))
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("set priors: %w", err)
@@ -153,7 +158,7 @@ func (ix *Index) SetPriors(ctx context.Context, ids []uint32, priors []float32) 
 	tx := begin(ix.cur.Load())
 	for i, id := range ids {
 		if tx.s.live.Contains(id) {
-			tx.prior.set(int(id), priors[i])
+			tx.setPriors(id, priors[i], newUser[i])
 		}
 	}
 	ix.cur.Store(tx.commit())
@@ -273,7 +278,7 @@ type Snapshot struct {
 	levelOff []int // token slot of (level, 0)
 	live     *roaring.Bitmap
 	emb      pvec[float32]         // width dim, by doc id
-	prior    pvec[float32]         // by doc id (Doc.Prior)
+	prior    pvec[float32]         // width 2, by doc id: Doc.Prior, Doc.NewUserPrior
 	meta     pvec[[]uint32]        // by doc id: [ntok, tokens..., attr ids...]
 	post     pvec[*roaring.Bitmap] // by token slot
 	dict     *attrDict
@@ -288,7 +293,7 @@ func emptySnapshot(q *Quantizer) *Snapshot {
 		q:        q,
 		live:     roaring.New(),
 		emb:      pvec[float32]{width: q.dim},
-		prior:    pvec[float32]{width: 1},
+		prior:    pvec[float32]{width: 2},
 		meta:     pvec[[]uint32]{width: 1},
 		post:     pvec[*roaring.Bitmap]{width: 1},
 		dict:     &attrDict{ids: make(map[string]uint32)},
@@ -348,10 +353,21 @@ func (s *Snapshot) Embedding(id uint32) ([]float32, bool) {
 
 // Prior returns the prior of a live doc (see Doc.Prior).
 func (s *Snapshot) Prior(id uint32) (float32, bool) {
+	p, _, ok := s.Priors(id)
+	return p, ok
+}
+
+// Priors returns both priors of a live doc (see Doc.Prior and
+// Doc.NewUserPrior).
+func (s *Snapshot) Priors(id uint32) (prior, newUser float32, ok bool) {
 	if !s.live.Contains(id) {
-		return 0, false
+		return 0, 0, false
 	}
-	return s.prior.get(int(id)), true
+	p := s.prior.at(int(id))
+	if p == nil {
+		return 0, 0, true
+	}
+	return p[0], p[1], true
 }
 
 // Tokens returns the bag (sorted tokens) of a live doc.
@@ -533,12 +549,20 @@ func (tx *txn) internAttr(key, value string) uint32 {
 	return id
 }
 
+// setPriors writes doc id's priors, leaving a never-written chunk
+// unallocated when both are zero.
+func (tx *txn) setPriors(id uint32, prior, newUser float32) {
+	if old := tx.prior.v.at(int(id)); prior == 0 && newUser == 0 && (old == nil || old[0] == 0 && old[1] == 0) {
+		return
+	}
+	p := tx.prior.slot(int(id))
+	p[0], p[1] = prior, newUser
+}
+
 func (tx *txn) add(d *Doc, toks []Token) {
 	id := d.ID
 	copy(tx.emb.slot(int(id)), d.Embedding)
-	if d.Prior != 0 || tx.prior.v.get(int(id)) != 0 {
-		tx.prior.set(int(id), d.Prior)
-	}
+	tx.setPriors(id, d.Prior, d.NewUserPrior)
 	var attrIDs []uint32
 	for _, k := range sortedKeys(d.Attrs) {
 		for _, v := range d.Attrs[k] {

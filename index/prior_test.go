@@ -5,15 +5,17 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"hash/crc32"
 	"testing"
 
 	"github.com/RoaringBitmap/roaring/v2"
 )
 
-// TestPriors checks that the re-rank adds PriorWeight*Prior to the dot
-// product, that SetPriors changes only the priors of live docs and publishes
-// a new snapshot, and that Upsert sets the prior from Doc.Prior.
+// TestPriors checks that the re-rank adds PriorWeight*Prior (for a new
+// user's query, PriorWeight*NewUserPrior) to the dot product, that SetPriors
+// changes only the priors of live docs and publishes a new snapshot, and
+// that Upsert sets the priors from Doc.Prior and Doc.NewUserPrior.
 func TestPriors(t *testing.T) {
 	ctx := context.Background()
 	ix, s := testIndex(t, 600, 5)
@@ -26,7 +28,8 @@ func TestPriors(t *testing.T) {
 	// Give the doc ranked last among all docs a large prior.
 	all, _ := before.Search(ctx, Query{Vector: v, K: 600, Exhaustive: true})
 	last := all.Hits[len(all.Hits)-1].ID
-	if err := ix.SetPriors(ctx, []uint32{last, 100000}, []float32{10, 1}); err != nil {
+	second := all.Hits[len(all.Hits)-2].ID // lifted for new users only
+	if err := ix.SetPriors(ctx, []uint32{last, second, 100000}, []float32{10, 0, 1}, []float32{0, 10, 1}); err != nil {
 		t.Fatal(err)
 	}
 	after := ix.Snapshot()
@@ -39,24 +42,28 @@ func TestPriors(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		weight  float32
-		wantTop bool // is `last` the first hit?
+		newUser bool
+		top     uint32 // the doc lifted to the first hit; 0: neither
 	}{
-		{"weight 0 ignores priors", 0, false},
-		{"weight 1 lifts the doc", 1, true},
-		{"negative weight", -1, false},
+		{"weight 0 ignores priors", 0, false, 0},
+		{"weight 1 lifts the doc", 1, false, last},
+		{"negative weight", -1, false, 0},
+		{"a new user's query reads the new-user priors", 1, true, second},
+		{"new user, weight 0", 0, true, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, exhaustive := range []bool{true, false} {
-				res, err := after.Search(ctx, Query{Vector: v, K: 10, Exhaustive: exhaustive, PriorWeight: tc.weight,
-					Include: roaring.BitmapOf(last), Options: SearchOptions{ExhaustiveMax: 1, MinCandidates: 20}})
+				res, err := after.Search(ctx, Query{Vector: v, K: 10, Exhaustive: exhaustive, PriorWeight: tc.weight, NewUser: tc.newUser,
+					Include: roaring.BitmapOf(last, second), Options: SearchOptions{ExhaustiveMax: 1, MinCandidates: 20}})
 				if err != nil {
 					t.Fatal(err)
 				}
-				if got := res.Hits[0].ID == last; got != tc.wantTop {
-					t.Errorf("exhaustive=%v: top hit %d, want top == %d: %v", exhaustive, res.Hits[0].ID, last, tc.wantTop)
+				top := res.Hits[0].ID
+				if (top == last || top == second) != (tc.top != 0) || (tc.top != 0 && top != tc.top) {
+					t.Errorf("exhaustive=%v: top hit %d, want %d (0: neither %d nor %d)", exhaustive, top, tc.top, last, second)
 				}
-				if tc.wantTop {
-					e, _ := after.Embedding(last)
+				if tc.top != 0 {
+					e, _ := after.Embedding(tc.top)
 					if want := Dot(v, e) + 10*tc.weight; res.Hits[0].Score != want {
 						t.Errorf("score %v, want dot+weight*prior = %v", res.Hits[0].Score, want)
 					}
@@ -67,47 +74,72 @@ func TestPriors(t *testing.T) {
 	if res, _ := after.Search(ctx, Query{Vector: v, K: 10, Exhaustive: true}); res.Hits[0].ID != base.Hits[0].ID || res.Hits[0].Score != base.Hits[0].Score {
 		t.Errorf("weight 0 changed the top hit: %+v vs %+v", res.Hits[0], base.Hits[0])
 	}
-	// Upsert replaces the prior with the doc's own.
+	// Upsert replaces the priors with the doc's own.
 	d := s.docs[last]
-	d.Prior = -3
+	d.Prior, d.NewUserPrior = -3, 2
 	if err := ix.Upsert(ctx, d); err != nil {
 		t.Fatal(err)
 	}
-	if p, _ := ix.Snapshot().Prior(last); p != -3 {
-		t.Errorf("prior after Upsert = %v, want -3", p)
+	if p, u, _ := ix.Snapshot().Priors(last); p != -3 || u != 2 {
+		t.Errorf("priors after Upsert = %v, %v, want -3, 2", p, u)
 	}
-	if err := ix.SetPriors(ctx, []uint32{1}, nil); err == nil {
+	if err := ix.SetPriors(ctx, []uint32{1}, []float32{1}, nil); err == nil {
 		t.Errorf("SetPriors with mismatched lengths: no error")
 	}
 }
 
-// TestReadVersion1 checks that a version-1 file (DOCS without priors) still
-// loads, every prior reading 0.
-func TestReadVersion1(t *testing.T) {
-	ix, _ := testIndex(t, 300, 6)
-	snap := ix.Snapshot()
+// TestReadOldVersions checks that version-1 files (DOCS without priors)
+// and version-2 files (DOCS without new-user priors) still load, the missing
+// priors reading 0, and that a version from the future is refused.
+func TestReadOldVersions(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		version uint32
+		priors  bool // the docs have (non-new-user) priors
+	}{
+		{1, false},
+		{2, true},
+	} {
+		t.Run(fmt.Sprintf("version %d", tc.version), func(t *testing.T) {
+			ix, _ := testIndex(t, 300, 6)
+			if tc.priors {
+				if err := ix.SetPriors(ctx, []uint32{1, 250}, []float32{0.5, -1}, []float32{0, 0}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			snap := ix.Snapshot()
+			var buf bytes.Buffer
+			if _, err := snap.WriteTo(&buf); err != nil {
+				t.Fatal(err)
+			}
+			old := downgrade(t, buf.Bytes(), snap.q.dim, tc.version)
+			back, err := ReadSnapshot(bytes.NewReader(old))
+			if err != nil {
+				t.Fatalf("ReadSnapshot(version %d) error = %v", tc.version, err)
+			}
+			snapshotsEqual(t, snap, back)
+		})
+	}
+	ix, _ := testIndex(t, 10, 6)
 	var buf bytes.Buffer
-	if _, err := snap.WriteTo(&buf); err != nil {
+	if _, err := ix.Snapshot().WriteTo(&buf); err != nil {
 		t.Fatal(err)
 	}
-	v1 := downgradeToV1(t, buf.Bytes(), snap.q.dim)
-	back, err := ReadSnapshot(bytes.NewReader(v1))
-	if err != nil {
-		t.Fatalf("ReadSnapshot(version 1) error = %v", err)
-	}
-	snapshotsEqual(t, snap, back)
-	binary.LittleEndian.PutUint32(v1[8:12], 3)
-	if _, err := ReadSnapshot(bytes.NewReader(v1)); !errors.Is(err, ErrCorrupt) {
-		t.Errorf("version 3: error %v, want ErrCorrupt", err)
+	b := buf.Bytes()
+	binary.LittleEndian.PutUint32(b[8:12], FormatVersion+1)
+	if _, err := ReadSnapshot(bytes.NewReader(b)); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("version %d: error %v, want ErrCorrupt", FormatVersion+1, err)
 	}
 }
 
-// downgradeToV1 rewrites a version-2 file as version 1: the prior of every
-// doc is dropped from DOCS (all priors must be 0) and the checksum redone.
-func downgradeToV1(t *testing.T, b []byte, dim int) []byte {
+// downgrade rewrites a current file as version 1 or 2: every doc keeps only
+// version-1 priors in DOCS (the dropped ones must be 0) and the checksums
+// are redone.
+func downgrade(t *testing.T, b []byte, dim int, version uint32) []byte {
 	t.Helper()
+	keep := int(version) - 1
 	out := append([]byte(nil), b[:12]...)
-	binary.LittleEndian.PutUint32(out[8:12], 1)
+	binary.LittleEndian.PutUint32(out[8:12], version)
 	rest := b[12:]
 	for len(rest) > 0 {
 		tag := string(rest[:4])
@@ -118,12 +150,14 @@ func downgradeToV1(t *testing.T, b []byte, dim int) []byte {
 			p = append(p, payload[:12]...) // seq, n
 			r := payload[12:]
 			for len(r) > 0 {
-				head := 4 + 4*dim
+				head := 4 + 4*dim + 4*keep
 				p = append(p, r[:head]...)
-				if binary.LittleEndian.Uint32(r[head:]) != 0 {
-					t.Fatalf("downgrade: doc with a prior")
+				for i := keep; i < 2; i++ {
+					if binary.LittleEndian.Uint32(r[4+4*dim+4*i:]) != 0 {
+						t.Fatalf("downgrade: doc with a prior that version %d cannot hold", version)
+					}
 				}
-				r = r[head+4:]
+				r = r[4+4*dim+8:]
 				m := int(binary.LittleEndian.Uint32(r))
 				p = append(p, r[:4+4*m]...)
 				r = r[4+4*m:]

@@ -64,6 +64,9 @@ type Query struct {
 	// scores Dot(Vector, embedding) + PriorWeight*Prior (0: dot product
 	// only). Candidate generation ignores it.
 	PriorWeight float32
+	// NewUser makes the re-rank read the docs' new-user priors
+	// (Doc.NewUserPrior) instead of their priors.
+	NewUser bool
 	// Options overrides the index's SearchOptions where non-zero.
 	Options SearchOptions
 }
@@ -171,7 +174,11 @@ func (s *Snapshot) Search(ctx context.Context, q Query) (Result, error) {
 	res.Candidates = int(cand.GetCardinality())
 	rerankStart := time.Now()
 	res.CandidatesTime = rerankStart.Sub(start)
-	hits, err := s.rerank(ctx, q.Vector, q.PriorWeight, cand, q.K)
+	channel := 0
+	if q.NewUser {
+		channel = 1
+	}
+	hits, err := s.rerank(ctx, q.Vector, q.PriorWeight, channel, cand, q.K)
 	if err != nil {
 		return Result{}, fmt.Errorf("search: %w", err)
 	}
@@ -265,8 +272,9 @@ func (h *hitHeap) Pop() any {
 }
 
 // rerank scores every candidate by dot product plus priorW times its prior
-// and keeps the top k, best first (ties by smaller id).
-func (s *Snapshot) rerank(ctx context.Context, vec []float32, priorW float32, cand *roaring.Bitmap, k int) ([]Hit, error) {
+// (channel 0: Doc.Prior, 1: Doc.NewUserPrior) and keeps the top k, best
+// first (ties by smaller id).
+func (s *Snapshot) rerank(ctx context.Context, vec []float32, priorW float32, channel int, cand *roaring.Bitmap, k int) ([]Hit, error) {
 	h := make(hitHeap, 0, k+1)
 	it := cand.Iterator()
 	n := 0
@@ -284,7 +292,9 @@ func (s *Snapshot) rerank(ctx context.Context, vec []float32, priorW float32, ca
 		}
 		sc := Dot(vec, e)
 		if priorW != 0 {
-			sc += priorW * s.prior.get(int(id))
+			if p := s.prior.at(int(id)); p != nil {
+				sc += priorW * p[channel]
+			}
 		}
 		if len(h) < k {
 			heap.Push(&h, Hit{ID: id, Score: sc})

@@ -235,7 +235,8 @@ func adAttrs(store *graph.Store, id graph.NodeID, asOf int64) map[string][]strin
 // adDoc is the index doc of ad id: its embedding, attributes as of asOf and
 // engagement prior.
 func (s *Snapshot) adDoc(store *graph.Store, id graph.NodeID, asOf int64, vec []float32) index.Doc {
-	return index.Doc{ID: id.Idx, Embedding: vec, Attrs: adAttrs(store, id, asOf), Prior: s.trend.docPrior(id.Idx, store.Entity(id))}
+	all, newUser := s.trend.docPriors(id.Idx, store.Entity(id))
+	return index.Doc{ID: id.Idx, Embedding: vec, Attrs: adAttrs(store, id, asOf), Prior: all, NewUserPrior: newUser}
 }
 
 // serveTime is the graph time fresh embeddings are taken at: now, or the

@@ -435,6 +435,48 @@ func TestEndToEnd(t *testing.T) {
 		}
 	})
 
+	t.Run("new users are ranked with the new-user priors", func(t *testing.T) {
+		// ad7 is clicked by 40 users in their first event, ad8 60 times by
+		// users with 12 events each (u0..u23).
+		const at = worldT0 + 73*24*3600*1000
+		var evs []api.Event
+		for i := range 40 {
+			evs = append(evs, apiEvent(fmt.Sprintf("first-%d", i), api.User, fmt.Sprintf("first%d", i), api.Ad, "ad7", api.Click, at))
+		}
+		for i := range 60 {
+			evs = append(evs, apiEvent(fmt.Sprintf("veteran-%d", i), api.User, fmt.Sprintf("u%d", i%24), api.Ad, "ad8", api.Click, at+int64(i)))
+		}
+		if res, err := env.client.PostEventsWithResponse(ctx, api.EventsRequest{Events: evs}); err != nil || res.JSON200 == nil {
+			t.Fatalf("post clicks: %v", err)
+		}
+		top := func(req api.RetrieveRequest) string {
+			t.Helper()
+			req.K, req.ExcludeSeen, req.PriorWeight = ptr(3), ptr(false), ptr(float32(100))
+			res, err := env.client.RetrieveCandidatesWithResponse(ctx, req)
+			if err != nil || res.JSON200 == nil || len(res.JSON200.Candidates) == 0 {
+				t.Fatalf("retrieve %+v: %v %s", req, err, res.Body)
+			}
+			return res.JSON200.Candidates[0].Id
+		}
+		veteran := api.Ref{Type: api.User, Id: "u5"}
+		newbie := api.Ref{Type: api.User, Id: "newbie-prior"}
+		ctxEvents := []api.Event{apiEvent("", api.User, newbie.Id, api.Ad, "ad3", api.Click, at)}
+		ctxEvents[0].Id = nil
+		for _, tc := range []struct {
+			name string
+			req  api.RetrieveRequest
+			want string
+		}{
+			{"a user with 12+ events: everyone's priors", api.RetrieveRequest{User: &veteran}, "ad8"},
+			{"a new user with one context event", api.RetrieveRequest{User: &newbie, ContextEvents: &ctxEvents}, "ad7"},
+			{"a user who made only first clicks", api.RetrieveRequest{User: &api.Ref{Type: api.User, Id: "first3"}}, "ad7"},
+		} {
+			if got := top(tc.req); got != tc.want {
+				t.Errorf("%s: top candidate at prior_weight 100 %s, want %s", tc.name, got, tc.want)
+			}
+		}
+	})
+
 	t.Run("metrics and traces", func(t *testing.T) {
 		res, err := env.client.MetricsWithResponse(ctx)
 		if err != nil || res.StatusCode() != 200 {

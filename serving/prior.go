@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hir-ads/hir/graph"
+	"github.com/hir-ads/hir/index"
 )
 
 // Defaults of the engagement prior, chosen on the validation windows of
@@ -32,6 +33,8 @@ const (
 	DefaultFreshEvents = 3
 	// DefaultPriorWeight scales the prior in the exact re-rank.
 	DefaultPriorWeight = 1
+	// DefaultNewUserEvents is the most events a user has while new.
+	DefaultNewUserEvents = 5
 )
 
 // Launch attributes: an ad's launch time is read from the first of these
@@ -63,6 +66,12 @@ type PriorOptions struct {
 	// not_interested included, so its own record is then enough to judge
 	// it (default DefaultFreshEvents; negative: no limit).
 	FreshEvents int
+	// NewUserEvents: a user with at most this many events is new. New users
+	// are ranked with the new-user priors, which count only the events users
+	// made while new (what users engage with first differs from what
+	// everyone engages with). Default DefaultNewUserEvents; negative: no
+	// new-user priors, new users get everyone's.
+	NewUserEvents int
 }
 
 func (o *PriorOptions) applyDefaults() {
@@ -81,7 +90,13 @@ func (o *PriorOptions) applyDefaults() {
 	if o.FreshEvents == 0 {
 		o.FreshEvents = DefaultFreshEvents
 	}
+	if o.NewUserEvents == 0 {
+		o.NewUserEvents = DefaultNewUserEvents
+	}
 }
+
+// newUser reports whether a user with n events is new (see NewUserEvents).
+func (o *PriorOptions) newUser(n int) bool { return o.NewUserEvents >= 0 && n <= o.NewUserEvents }
 
 // eventWeight is the weight of an engagement of type t in the trend.
 func (o *PriorOptions) eventWeight(t graph.EdgeType) float64 {
@@ -140,12 +155,31 @@ type trend struct {
 	counted int64 // the time the trend was counted at
 
 	mu      sync.Mutex
-	raw     map[uint32]float64 // by ad node index
-	events  map[uint32]int     // engagement events of any type, by ad node index
+	raw     [numChannels]map[uint32]float64 // by channel, by ad node index
+	events  map[uint32]int                  // engagement events of any type, by ad node index
 	now     int64
-	launch  map[uint32]int64 // ads launching after now-FreshWindow: fresh or not yet launched
-	floor   float64          // count of the FreshRank-th ad
-	floorAt int64            // now when floor was computed
+	launch  map[uint32]int64     // ads launching after now-FreshWindow: fresh or not yet launched
+	floor   [numChannels]float64 // by channel: count of the FreshRank-th ad
+	floorAt int64                // now when floor was computed
+}
+
+// Channels of the trend: the engagement of all users, and that of users
+// while they were new (index.Doc.Prior and index.Doc.NewUserPrior). Without
+// new-user priors the new-user channel is not counted and reads the other.
+const (
+	allUsers = iota
+	newUsers
+	numChannels
+)
+
+// channels returns the channels an engagement counts in: src, the user (or
+// other source) that made it at ts, is new when it had at most
+// NewUserEvents events before ts.
+func (t *trend) channels(store *graph.Store, src graph.NodeID, ts int64) []int {
+	if src.Type == graph.NodeUser && t.opts.newUser(store.Degree(src, ts-1)) {
+		return []int{allUsers, newUsers}
+	}
+	return []int{allUsers}
 }
 
 // newTrend counts the engagement of every ad of store with ts <= until,
@@ -153,20 +187,29 @@ type trend struct {
 // launch later.
 func newTrend(store *graph.Store, ref, until int64, opts PriorOptions) *trend {
 	t := &trend{opts: opts, halfLifeMS: float64(opts.HalfLife.Milliseconds()), ref: ref,
-		counted: until, raw: map[uint32]float64{}, events: map[uint32]int{}, now: until, launch: map[uint32]int64{}}
+		counted: until, events: map[uint32]int{}, now: until, launch: map[uint32]int64{}}
+	for c := range t.raw {
+		t.raw[c] = map[uint32]float64{}
+	}
 	for i := range store.NumNodes(graph.NodeAd) {
 		id := graph.NodeID{Type: graph.NodeAd, Idx: uint32(i)}
-		var sum float64
+		var sum [numChannels]float64
 		var n int
 		store.Neighbors(id, until, func(e graph.Edge) bool {
 			if !e.Out && !e.Type.IsStructure() {
-				sum += t.opts.eventWeight(e.Type) * t.weight(e.TS)
+				if w := t.opts.eventWeight(e.Type); w > 0 {
+					for _, c := range t.channels(store, e.Nbr, e.TS) {
+						sum[c] += w * t.weight(e.TS)
+					}
+				}
 				n++
 			}
 			return true
 		})
-		if sum > 0 {
-			t.raw[uint32(i)] = sum
+		for c, s := range sum {
+			if s > 0 {
+				t.raw[c][uint32(i)] = s
+			}
 		}
 		if n > 0 {
 			t.events[uint32(i)] = n
@@ -206,42 +249,60 @@ func (t *trend) freshLocked(ad uint32) bool {
 		(t.opts.FreshEvents < 0 || t.events[ad] < t.opts.FreshEvents)
 }
 
-// refloorLocked recomputes the fresh floor: the FreshRank-th largest count
-// (the smallest when fewer ads have engagement).
+// refloorLocked recomputes the fresh floor of each channel: the
+// FreshRank-th largest count (the smallest when fewer ads have engagement).
 func (t *trend) refloorLocked() {
 	t.floorAt = t.now
-	t.floor = 0
-	if t.opts.FreshWindow < 0 || len(t.raw) == 0 {
-		return
+	for c, raw := range t.raw {
+		t.floor[c] = 0
+		if t.opts.FreshWindow < 0 || len(raw) == 0 {
+			continue
+		}
+		counts := make([]float64, 0, len(raw))
+		for _, n := range raw {
+			counts = append(counts, n)
+		}
+		slices.Sort(counts)
+		t.floor[c] = counts[max(0, len(counts)-t.opts.FreshRank)]
 	}
-	counts := make([]float64, 0, len(t.raw))
-	for _, c := range t.raw {
-		counts = append(counts, c)
-	}
-	slices.Sort(counts)
-	t.floor = counts[max(0, len(counts)-t.opts.FreshRank)]
 }
 
-// docPrior notes ad's launch time from its entity e and returns its prior:
-// for the doc of an ad being indexed. 0 for a nil trend.
-func (t *trend) docPrior(ad uint32, e *graph.Entity) float32 {
+// docPriors notes ad's launch time from its entity e and returns its priors
+// (everyone's, new users'): for the doc of an ad being indexed. 0 for a nil
+// trend.
+func (t *trend) docPriors(ad uint32, e *graph.Entity) (all, newUser float32) {
 	if t == nil {
-		return 0
+		return 0, 0
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.noteLocked(ad, e)
-	return t.priorLocked(ad)
+	return t.priorLocked(ad, allUsers), t.priorLocked(ad, newUsers)
 }
 
-// priorLocked returns ad's prior, ln(1+count), the count raised to the
-// floor while the ad is fresh; t.mu must be held.
-func (t *trend) priorLocked(ad uint32) float32 {
-	c := t.raw[ad]
-	if t.freshLocked(ad) {
-		c = max(c, t.floor)
+// priorLocked returns ad's prior in channel c, ln(1+count), the count raised
+// to the channel's floor while the ad is fresh; t.mu must be held. Without
+// new-user priors the new-user channel reads everyone's.
+func (t *trend) priorLocked(ad uint32, c int) float32 {
+	if c == newUsers && t.opts.NewUserEvents < 0 {
+		c = allUsers
 	}
-	return float32(math.Log1p(c))
+	n := t.raw[c][ad]
+	if t.freshLocked(ad) {
+		n = max(n, t.floor[c])
+	}
+	return float32(math.Log1p(n))
+}
+
+// setPriorsLocked writes the priors of ads (both channels) into the live
+// index; t.mu must be held.
+func (t *trend) setPriorsLocked(ctx context.Context, ix *index.Index, ads []uint32) error {
+	all := make([]float32, len(ads))
+	newUser := make([]float32, len(ads))
+	for i, ad := range ads {
+		all[i], newUser[i] = t.priorLocked(ad, allUsers), t.priorLocked(ad, newUsers)
+	}
+	return ix.SetPriors(ctx, ads, all, newUser)
 }
 
 // advanceLocked moves the trend's time to now (never back) and returns the
@@ -283,15 +344,16 @@ func (s *Snapshot) syncPriors(ctx context.Context) error {
 	for it.HasNext() {
 		ids = append(ids, it.Next())
 	}
-	priors := make([]float32, len(ids))
+	var err error
 	if t := s.trend; t != nil {
 		t.mu.Lock()
 		defer t.mu.Unlock()
-		for i, id := range ids {
-			priors[i] = t.priorLocked(id)
-		}
+		err = t.setPriorsLocked(ctx, s.Index, ids)
+	} else {
+		zero := make([]float32, len(ids))
+		err = s.Index.SetPriors(ctx, ids, zero, zero)
 	}
-	if err := s.Index.SetPriors(ctx, ids, priors); err != nil {
+	if err != nil {
 		return fmt.Errorf("set ad priors: %w", err)
 	}
 	return nil
@@ -315,11 +377,7 @@ func (s *Snapshot) ObserveEngagement(ctx context.Context, store *graph.Store, ev
 	if len(ids) == 0 {
 		return nil
 	}
-	priors := make([]float32, len(ids))
-	for i, id := range ids {
-		priors[i] = t.priorLocked(id)
-	}
-	if err := s.Index.SetPriors(ctx, ids, priors); err != nil {
+	if err := t.setPriorsLocked(ctx, s.Index, ids); err != nil {
 		return fmt.Errorf("update ad priors: %w", err)
 	}
 	return nil
@@ -344,7 +402,10 @@ func (t *trend) observeLocked(store *graph.Store, evs []graph.Event) []uint32 {
 		}
 		t.events[id.Idx]++
 		if w := t.opts.eventWeight(ev.Type); w > 0 {
-			t.raw[id.Idx] += w * t.weight(ts)
+			src, _ := store.Lookup(ev.Src)
+			for _, c := range t.channels(store, src, ev.TS) {
+				t.raw[c][id.Idx] += w * t.weight(ts)
+			}
 		}
 		ids = append(ids, id.Idx)
 	}

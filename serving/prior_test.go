@@ -110,7 +110,7 @@ func TestTrend(t *testing.T) {
 	// Time moves on with the events: "soon" launches, and the floor is
 	// recomputed (clicked's count is now the second largest).
 	tr.mu.Lock()
-	tr.raw[shown] += 10
+	tr.raw[allUsers][shown] += 10
 	changed := tr.advanceLocked(t0 + 4*day)
 	tr.mu.Unlock()
 	if !containsAll(changed, newAd, soon) {
@@ -132,8 +132,8 @@ func TestTrend(t *testing.T) {
 
 	// An ad indexed later notes its launch from its entity.
 	late := ad("late", map[string]string{"start_time": date(t0 + 99*day)})
-	if got := tr.docPrior(late, store.Entity(graph.NodeID{Type: graph.NodeAd, Idx: late})); got == 0 {
-		t.Errorf("ad launched yesterday, indexed now: prior 0, want the floor")
+	if all, newUser := tr.docPriors(late, store.Entity(graph.NodeID{Type: graph.NodeAd, Idx: late})); all == 0 || newUser == 0 {
+		t.Errorf("ad launched yesterday, indexed now: priors %v, %v, want the floors", all, newUser)
 	}
 
 	// The exploration budget: a fresh ad keeps the floor until it has
@@ -176,11 +176,116 @@ func TestTrend(t *testing.T) {
 	}
 }
 
-// prior returns ad's prior, taking the lock.
-func (t *trend) prior(ad uint32) float32 {
+// prior returns ad's prior (everyone's), taking the lock.
+func (t *trend) prior(ad uint32) float32 { return t.channelPrior(ad, allUsers) }
+
+// channelPrior returns ad's prior in channel c, taking the lock.
+func (t *trend) channelPrior(ad uint32, c int) float32 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.priorLocked(ad)
+	return t.priorLocked(ad, c)
+}
+
+// TestTrendNewUsers checks the new-user channel: an engagement counts there
+// only when its user had at most NewUserEvents events before it, when
+// counted from the graph and when observed; without new-user priors the
+// channel reads everyone's.
+func TestTrendNewUsers(t *testing.T) {
+	t0 := worldT0
+	store := graph.NewStore(graph.Options{})
+	click := func(user, ad string, ts int64) graph.Event {
+		ev := graph.Event{ID: user + "-" + ad, Src: graph.Ref{Type: graph.NodeUser, ID: user},
+			Dst: graph.Ref{Type: graph.NodeAd, ID: ad}, Type: graph.EdgeClick, TS: ts, Weight: 1}
+		if _, err := store.AddEvent(ev); err != nil {
+			t.Fatal(err)
+		}
+		return ev
+	}
+	for i := range 3 { // three users' first events
+		click("newbie"+strconv.Itoa(i), "first", t0)
+	}
+	for i := range 10 { // a veteran's 10 events, then one more
+		click("veteran", "filler"+strconv.Itoa(i), t0-10+int64(i))
+	}
+	click("veteran", "later", t0)
+	id := func(name string) uint32 {
+		n, ok := store.Lookup(graph.Ref{Type: graph.NodeAd, ID: name})
+		if !ok {
+			t.Fatalf("no ad %s", name)
+		}
+		return n.Idx
+	}
+	opts := PriorOptions{HalfLife: 1e6 * time.Hour, FreshWindow: -1}
+	opts.applyDefaults()
+	tr := newTrend(store, t0, t0, opts)
+	ln := func(c float64) float32 { return float32(math.Log1p(c)) }
+	near := func(a, b float32) bool { return math.Abs(float64(a-b)) < 1e-4 }
+	for _, tc := range []struct {
+		ad         string
+		all, fresh float32
+	}{
+		{"first", ln(3), ln(3)},
+		{"later", ln(1), 0},       // the veteran's 11th event
+		{"filler5", ln(1), ln(1)}, // its 6th: 5 events before it
+		{"filler6", ln(1), 0},     // its 7th
+		{"filler0", ln(1), ln(1)}, // its first
+		{"nothing", 0, 0},         // unknown ad: no counts
+	} {
+		ad := uint32(1 << 30)
+		if tc.ad != "nothing" {
+			ad = id(tc.ad)
+		}
+		if got := tr.channelPrior(ad, allUsers); !near(got, tc.all) {
+			t.Errorf("%s: everyone's prior %v, want %v", tc.ad, got, tc.all)
+		}
+		if got := tr.channelPrior(ad, newUsers); !near(got, tc.fresh) {
+			t.Errorf("%s: new users' prior %v, want %v", tc.ad, got, tc.fresh)
+		}
+	}
+	// Observed: a new user's click counts in both channels, the veteran's in one.
+	evs := []graph.Event{click("newbie9", "later", t0+1), click("veteran", "first", t0+1)}
+	tr.mu.Lock()
+	tr.observeLocked(store, evs)
+	tr.mu.Unlock()
+	if got := tr.channelPrior(id("later"), newUsers); !near(got, ln(1)) {
+		t.Errorf("after a new user's click: new users' prior %v, want %v", got, ln(1))
+	}
+	if got := tr.channelPrior(id("first"), newUsers); !near(got, ln(3)) {
+		t.Errorf("after a veteran's click: new users' prior %v, want %v", got, ln(3))
+	}
+	if got := tr.channelPrior(id("first"), allUsers); !near(got, ln(4)) {
+		t.Errorf("after a veteran's click: everyone's prior %v, want %v", got, ln(4))
+	}
+	// Off: the new-user channel reads everyone's.
+	off := opts
+	off.NewUserEvents = -1
+	if got := newTrend(store, t0, t0+1, off).channelPrior(id("later"), newUsers); !near(got, ln(2)) {
+		t.Errorf("no new-user priors: new users' prior %v, want everyone's %v", got, ln(2))
+	}
+}
+
+func TestSnapshotNewUser(t *testing.T) {
+	on := PriorOptions{}
+	on.applyDefaults()
+	off := on
+	off.NewUserEvents = -1
+	for _, tc := range []struct {
+		name   string
+		snap   *Snapshot
+		events int
+		want   bool
+	}{
+		{"no events", &Snapshot{trend: &trend{opts: on}}, 0, true},
+		{"at the limit", &Snapshot{trend: &trend{opts: on}}, DefaultNewUserEvents, true},
+		{"past it", &Snapshot{trend: &trend{opts: on}}, DefaultNewUserEvents + 1, false},
+		{"no new-user priors", &Snapshot{trend: &trend{opts: off}}, 0, false},
+		{"no priors", &Snapshot{}, 0, false},
+		{"no snapshot", nil, 0, false},
+	} {
+		if got := tc.snap.NewUser(tc.events); got != tc.want {
+			t.Errorf("%s: NewUser(%d) = %v, want %v", tc.name, tc.events, got, tc.want)
+		}
+	}
 }
 
 func containsAll(xs []uint32, want ...uint32) bool {

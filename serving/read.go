@@ -340,7 +340,11 @@ func (s *Server) retrieve(ctx context.Context, snap *Snapshot, p *retrieveParams
 	if p.priorWeight != nil {
 		priorW = *p.priorWeight
 	}
-	q := UserQuery(idx, vec, p.k, p.filter, seen, priorW)
+	events := len(p.ctxEvents)
+	if known {
+		events += s.store.Degree(uid, serveTime(s.store))
+	}
+	q := UserQuery(idx, vec, p.k, p.filter, seen, PriorTerm{Weight: priorW, NewUser: snap.NewUser(events)})
 	if keyword != nil {
 		q = index.Hybrid(q, keyword, index.HybridAnd)
 	}

@@ -18,13 +18,14 @@ type priorFlags struct {
 	freshWindow time.Duration
 	freshRank   int
 	freshEvents int
+	newUser     int
 }
 
 // defaultPriorFlags returns the flags' defaults: serving's.
 func defaultPriorFlags() priorFlags {
 	return priorFlags{weight: serving.DefaultPriorWeight, halfLife: serving.DefaultPriorHalfLife,
 		impressions: serving.DefaultPriorImpressions, freshWindow: serving.DefaultFreshWindow,
-		freshRank: serving.DefaultFreshRank, freshEvents: serving.DefaultFreshEvents}
+		freshRank: serving.DefaultFreshRank, freshEvents: serving.DefaultFreshEvents, newUser: serving.DefaultNewUserEvents}
 }
 
 // register adds the flags to fs, with p's values as their defaults.
@@ -35,12 +36,13 @@ func (p *priorFlags) register(fs *flag.FlagSet, weightUsage string) {
 	fs.DurationVar(&p.freshWindow, "fresh-window", p.freshWindow, "an ad launched this recently (attribute start_time or release_date) gets the fresh floor (0: no floor)")
 	fs.IntVar(&p.freshRank, "fresh-rank", p.freshRank, "a fresh ad's prior is at least that of the ad ranked this high by engagement")
 	fs.IntVar(&p.freshEvents, "fresh-events", p.freshEvents, "a fresh ad keeps the floor until it has this many engagement events of any type (0: no limit)")
+	fs.IntVar(&p.newUser, "new-user-events", p.newUser, "a user with at most this many events is new and ranked with the new-user priors, which count the events users made while new (0: no new-user priors)")
 }
 
 // check reports flag values that are out of range.
 func (p *priorFlags) check() error {
-	if p.weight < 0 || p.halfLife < 0 || p.impressions < 0 || p.freshWindow < 0 || p.freshEvents < 0 || p.freshRank < 1 {
-		return errors.New("--prior-weight, --prior-half-life, --prior-impressions, --fresh-window and --fresh-events must be >= 0, --fresh-rank >= 1")
+	if p.weight < 0 || p.halfLife < 0 || p.impressions < 0 || p.freshWindow < 0 || p.freshEvents < 0 || p.newUser < 0 || p.freshRank < 1 {
+		return errors.New("--prior-weight, --prior-half-life, --prior-impressions, --fresh-window, --fresh-events and --new-user-events must be >= 0, --fresh-rank >= 1")
 	}
 	return nil
 }
@@ -51,7 +53,8 @@ func (p *priorFlags) servingWeight() float32 { return offIfZero(float32(p.weight
 // options are the prior options in serving's convention.
 func (p *priorFlags) options() serving.PriorOptions {
 	return serving.PriorOptions{HalfLife: offIfZero(p.halfLife), Impressions: offIfZero(p.impressions),
-		FreshWindow: offIfZero(p.freshWindow), FreshRank: p.freshRank, FreshEvents: offIfZero(p.freshEvents)}
+		FreshWindow: offIfZero(p.freshWindow), FreshRank: p.freshRank, FreshEvents: offIfZero(p.freshEvents),
+		NewUserEvents: offIfZero(p.newUser)}
 }
 
 // offIfZero maps a flag's 0 ("off") to serving's -1 ("off"; 0 is its default).
