@@ -172,14 +172,15 @@ const (
 	numChannels
 )
 
-// channels returns the channels an engagement counts in: src, the user (or
-// other source) that made it at ts, is new when it had at most
-// NewUserEvents events before ts.
-func (t *trend) channels(store *graph.Store, src graph.NodeID, ts int64) []int {
+// channels returns the number of channels an engagement counts in, the
+// first ones in channel order: both when src, the user (or other source)
+// that made it at ts, was new (at most NewUserEvents events before ts),
+// else everyone's.
+func (t *trend) channels(store *graph.Store, src graph.NodeID, ts int64) int {
 	if src.Type == graph.NodeUser && t.opts.newUser(store.Degree(src, ts-1)) {
-		return []int{allUsers, newUsers}
+		return newUsers + 1
 	}
-	return []int{allUsers}
+	return allUsers + 1
 }
 
 // newTrend counts the engagement of every ad of store with ts <= until,
@@ -198,7 +199,7 @@ func newTrend(store *graph.Store, ref, until int64, opts PriorOptions) *trend {
 		store.Neighbors(id, until, func(e graph.Edge) bool {
 			if !e.Out && !e.Type.IsStructure() {
 				if w := t.opts.eventWeight(e.Type); w > 0 {
-					for _, c := range t.channels(store, e.Nbr, e.TS) {
+					for c := range t.channels(store, e.Nbr, e.TS) {
 						sum[c] += w * t.weight(e.TS)
 					}
 				}
@@ -403,7 +404,7 @@ func (t *trend) observeLocked(store *graph.Store, evs []graph.Event) []uint32 {
 		t.events[id.Idx]++
 		if w := t.opts.eventWeight(ev.Type); w > 0 {
 			src, _ := store.Lookup(ev.Src)
-			for _, c := range t.channels(store, src, ev.TS) {
+			for c := range t.channels(store, src, ev.TS) {
 				t.raw[c][id.Idx] += w * t.weight(ts)
 			}
 		}
