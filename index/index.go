@@ -351,12 +351,6 @@ func (s *Snapshot) Embedding(id uint32) ([]float32, bool) {
 	return s.emb.at(int(id)), true
 }
 
-// Prior returns the prior of a live doc (see Doc.Prior).
-func (s *Snapshot) Prior(id uint32) (float32, bool) {
-	p, _, ok := s.Priors(id)
-	return p, ok
-}
-
 // Priors returns both priors of a live doc (see Doc.Prior and
 // Doc.NewUserPrior).
 func (s *Snapshot) Priors(id uint32) (prior, newUser float32, ok bool) {

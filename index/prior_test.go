@@ -33,10 +33,10 @@ func TestPriors(t *testing.T) {
 		t.Fatal(err)
 	}
 	after := ix.Snapshot()
-	if p, _ := before.Prior(last); p != 0 {
+	if p, _, _ := before.Priors(last); p != 0 {
 		t.Errorf("old snapshot sees prior %v, want 0 (snapshots are immutable)", p)
 	}
-	if _, ok := after.Prior(100000); ok {
+	if _, _, ok := after.Priors(100000); ok {
 		t.Errorf("SetPriors made unknown doc 100000 live")
 	}
 	for _, tc := range []struct {

@@ -326,7 +326,7 @@ func TestEndToEnd(t *testing.T) {
 		target := before[len(before)-1].Id // the ad the embeddings rank last for u0
 		prior := func() float32 {
 			id, _ := env.srv.Store().Lookup(graph.Ref{Type: graph.NodeAd, ID: target})
-			p, _ := env.srv.Snapshot().Index.Snapshot().Prior(id.Idx)
+			p, _, _ := env.srv.Snapshot().Index.Snapshot().Priors(id.Idx)
 			return p
 		}
 		p0 := prior()
@@ -372,7 +372,7 @@ func TestEndToEnd(t *testing.T) {
 			if !ok {
 				t.Fatalf("ad %s not stored", name)
 			}
-			p, ok := env.srv.Snapshot().Index.Snapshot().Prior(id.Idx)
+			p, _, ok := env.srv.Snapshot().Index.Snapshot().Priors(id.Idx)
 			if !ok {
 				t.Fatalf("ad %s not indexed", name)
 			}
