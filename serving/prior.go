@@ -35,6 +35,9 @@ const (
 	DefaultPriorWeight = 1
 	// DefaultNewUserEvents is the most events a user has while new.
 	DefaultNewUserEvents = 5
+	// DefaultNewUserShrink is the share of everyone's count added to an
+	// ad's new-user count.
+	DefaultNewUserShrink = 0.3
 )
 
 // Launch attributes: an ad's launch time is read from the first of these
@@ -72,6 +75,11 @@ type PriorOptions struct {
 	// everyone engages with). Default DefaultNewUserEvents; negative: no
 	// new-user priors, new users get everyone's.
 	NewUserEvents int
+	// NewUserShrink shrinks the new-user counts toward everyone's: an ad's
+	// new-user count adds this share of its count over all users, so that
+	// an ad new users have not met yet does not fall to 0 (default
+	// DefaultNewUserShrink; negative: none).
+	NewUserShrink float64
 }
 
 func (o *PriorOptions) applyDefaults() {
@@ -92,6 +100,9 @@ func (o *PriorOptions) applyDefaults() {
 	}
 	if o.NewUserEvents == 0 {
 		o.NewUserEvents = DefaultNewUserEvents
+	}
+	if o.NewUserShrink == 0 {
+		o.NewUserShrink = DefaultNewUserShrink
 	}
 }
 
@@ -252,20 +263,32 @@ func (t *trend) freshLocked(ad uint32) bool {
 
 // refloorLocked recomputes the fresh floor of each channel: the
 // FreshRank-th largest count (the smallest when fewer ads have engagement).
+// Every ad with a new-user count has a count over all users, so the ads of
+// the latter are those of both channels.
 func (t *trend) refloorLocked() {
 	t.floorAt = t.now
-	for c, raw := range t.raw {
+	for c := range t.floor {
 		t.floor[c] = 0
-		if t.opts.FreshWindow < 0 || len(raw) == 0 {
+		if t.opts.FreshWindow < 0 || len(t.raw[allUsers]) == 0 {
 			continue
 		}
-		counts := make([]float64, 0, len(raw))
-		for _, n := range raw {
-			counts = append(counts, n)
+		counts := make([]float64, 0, len(t.raw[allUsers]))
+		for ad := range t.raw[allUsers] {
+			counts = append(counts, t.countLocked(ad, c))
 		}
 		slices.Sort(counts)
 		t.floor[c] = counts[max(0, len(counts)-t.opts.FreshRank)]
 	}
+}
+
+// countLocked returns ad's count in channel c: the new-user count plus
+// NewUserShrink times everyone's; t.mu must be held.
+func (t *trend) countLocked(ad uint32, c int) float64 {
+	n := t.raw[c][ad]
+	if c == newUsers && t.opts.NewUserShrink > 0 {
+		n += t.opts.NewUserShrink * t.raw[allUsers][ad]
+	}
+	return n
 }
 
 // docPriors notes ad's launch time from its entity e and returns its priors
@@ -288,7 +311,7 @@ func (t *trend) priorLocked(ad uint32, c int) float32 {
 	if c == newUsers && t.opts.NewUserEvents < 0 {
 		c = allUsers
 	}
-	n := t.raw[c][ad]
+	n := t.countLocked(ad, c)
 	if t.freshLocked(ad) {
 		n = max(n, t.floor[c])
 	}

@@ -188,8 +188,8 @@ func (t *trend) channelPrior(ad uint32, c int) float32 {
 
 // TestTrendNewUsers checks the new-user channel: an engagement counts there
 // only when its user had at most NewUserEvents events before it, when
-// counted from the graph and when observed; without new-user priors the
-// channel reads everyone's.
+// counted from the graph and when observed; NewUserShrink adds a share of
+// everyone's count; without new-user priors the channel reads everyone's.
 func TestTrendNewUsers(t *testing.T) {
 	t0 := worldT0
 	store := graph.NewStore(graph.Options{})
@@ -215,7 +215,7 @@ func TestTrendNewUsers(t *testing.T) {
 		}
 		return n.Idx
 	}
-	opts := PriorOptions{HalfLife: 1e6 * time.Hour, FreshWindow: -1}
+	opts := PriorOptions{HalfLife: 1e6 * time.Hour, FreshWindow: -1, NewUserShrink: -1}
 	opts.applyDefaults()
 	tr := newTrend(store, t0, t0, opts)
 	ln := func(c float64) float32 { return float32(math.Log1p(c)) }
@@ -255,6 +255,22 @@ func TestTrendNewUsers(t *testing.T) {
 	}
 	if got := tr.channelPrior(id("first"), allUsers); !near(got, ln(4)) {
 		t.Errorf("after a veteran's click: everyone's prior %v, want %v", got, ln(4))
+	}
+	// Shrunk toward everyone's: + half of the count over all users.
+	half := opts
+	half.NewUserShrink = 0.5
+	shrunk := newTrend(store, t0, t0+1, half)
+	for _, tc := range []struct {
+		ad   string
+		want float32
+	}{
+		{"later", ln(1 + 0.5*2)}, // newbie9's click, half of newbie9's and the veteran's
+		{"first", ln(3 + 0.5*4)}, // three newbies, half of them and the veteran
+		{"filler6", ln(0.5)},     // the veteran's 7th event: half of it
+	} {
+		if got := shrunk.channelPrior(id(tc.ad), newUsers); !near(got, tc.want) {
+			t.Errorf("shrink 0.5: %s: new users' prior %v, want %v", tc.ad, got, tc.want)
+		}
 	}
 	// Off: the new-user channel reads everyone's.
 	off := opts

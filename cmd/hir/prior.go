@@ -19,13 +19,15 @@ type priorFlags struct {
 	freshRank   int
 	freshEvents int
 	newUser     int
+	newShrink   float64
 }
 
 // defaultPriorFlags returns the flags' defaults: serving's.
 func defaultPriorFlags() priorFlags {
 	return priorFlags{weight: serving.DefaultPriorWeight, halfLife: serving.DefaultPriorHalfLife,
 		impressions: serving.DefaultPriorImpressions, freshWindow: serving.DefaultFreshWindow,
-		freshRank: serving.DefaultFreshRank, freshEvents: serving.DefaultFreshEvents, newUser: serving.DefaultNewUserEvents}
+		freshRank: serving.DefaultFreshRank, freshEvents: serving.DefaultFreshEvents,
+		newUser: serving.DefaultNewUserEvents, newShrink: serving.DefaultNewUserShrink}
 }
 
 // register adds the flags to fs, with p's values as their defaults.
@@ -37,12 +39,13 @@ func (p *priorFlags) register(fs *flag.FlagSet, weightUsage string) {
 	fs.IntVar(&p.freshRank, "fresh-rank", p.freshRank, "a fresh ad's prior is at least that of the ad ranked this high by engagement")
 	fs.IntVar(&p.freshEvents, "fresh-events", p.freshEvents, "a fresh ad keeps the floor until it has this many engagement events of any type (0: no limit)")
 	fs.IntVar(&p.newUser, "new-user-events", p.newUser, "a user with at most this many events is new and ranked with the new-user priors, which count the events users made while new (0: no new-user priors)")
+	fs.Float64Var(&p.newShrink, "new-user-shrink", p.newShrink, "share of an ad's count over all users added to its new-user count (0: none)")
 }
 
 // check reports flag values that are out of range.
 func (p *priorFlags) check() error {
-	if p.weight < 0 || p.halfLife < 0 || p.impressions < 0 || p.freshWindow < 0 || p.freshEvents < 0 || p.newUser < 0 || p.freshRank < 1 {
-		return errors.New("--prior-weight, --prior-half-life, --prior-impressions, --fresh-window, --fresh-events and --new-user-events must be >= 0, --fresh-rank >= 1")
+	if p.weight < 0 || p.halfLife < 0 || p.impressions < 0 || p.freshWindow < 0 || p.freshEvents < 0 || p.newUser < 0 || p.newShrink < 0 || p.freshRank < 1 {
+		return errors.New("--prior-weight, --prior-half-life, --prior-impressions, --fresh-window, --fresh-events, --new-user-events and --new-user-shrink must be >= 0, --fresh-rank >= 1")
 	}
 	return nil
 }
@@ -54,7 +57,7 @@ func (p *priorFlags) servingWeight() float32 { return offIfZero(float32(p.weight
 func (p *priorFlags) options() serving.PriorOptions {
 	return serving.PriorOptions{HalfLife: offIfZero(p.halfLife), Impressions: offIfZero(p.impressions),
 		FreshWindow: offIfZero(p.freshWindow), FreshRank: p.freshRank, FreshEvents: offIfZero(p.freshEvents),
-		NewUserEvents: offIfZero(p.newUser)}
+		NewUserEvents: offIfZero(p.newUser), NewUserShrink: offIfZero(p.newShrink)}
 }
 
 // offIfZero maps a flag's 0 ("off") to serving's -1 ("off"; 0 is its default).

@@ -19,16 +19,18 @@ func TestPriorFlags(t *testing.T) {
 	}{
 		{name: "defaults", weight: serving.DefaultPriorWeight, opts: serving.PriorOptions{HalfLife: serving.DefaultPriorHalfLife,
 			Impressions: serving.DefaultPriorImpressions, FreshWindow: serving.DefaultFreshWindow, FreshRank: serving.DefaultFreshRank,
-			FreshEvents: serving.DefaultFreshEvents, NewUserEvents: serving.DefaultNewUserEvents}},
-		{name: "set", args: []string{"--prior-weight", "1", "--prior-half-life", "48h", "--prior-impressions", "0.25", "--fresh-window", "720h", "--fresh-rank", "5", "--fresh-events", "7", "--new-user-events", "2"},
-			weight: 1, opts: serving.PriorOptions{HalfLife: 48 * time.Hour, Impressions: 0.25, FreshWindow: 720 * time.Hour, FreshRank: 5, FreshEvents: 7, NewUserEvents: 2}},
-		{name: "zero turns parts off", args: []string{"--prior-weight", "0", "--prior-half-life", "0", "--prior-impressions", "0", "--fresh-window", "0", "--fresh-events", "0", "--new-user-events", "0"},
-			weight: -1, opts: serving.PriorOptions{HalfLife: -1, Impressions: -1, FreshWindow: -1, FreshRank: serving.DefaultFreshRank, FreshEvents: -1, NewUserEvents: -1}},
+			FreshEvents: serving.DefaultFreshEvents, NewUserEvents: serving.DefaultNewUserEvents,
+			NewUserShrink: serving.DefaultNewUserShrink}},
+		{name: "set", args: []string{"--prior-weight", "1", "--prior-half-life", "48h", "--prior-impressions", "0.25", "--fresh-window", "720h", "--fresh-rank", "5", "--fresh-events", "7", "--new-user-events", "2", "--new-user-shrink", "0.5"},
+			weight: 1, opts: serving.PriorOptions{HalfLife: 48 * time.Hour, Impressions: 0.25, FreshWindow: 720 * time.Hour, FreshRank: 5, FreshEvents: 7, NewUserEvents: 2, NewUserShrink: 0.5}},
+		{name: "zero turns parts off", args: []string{"--prior-weight", "0", "--prior-half-life", "0", "--prior-impressions", "0", "--fresh-window", "0", "--fresh-events", "0", "--new-user-events", "0", "--new-user-shrink", "0"},
+			weight: -1, opts: serving.PriorOptions{HalfLife: -1, Impressions: -1, FreshWindow: -1, FreshRank: serving.DefaultFreshRank, FreshEvents: -1, NewUserEvents: -1, NewUserShrink: -1}},
 		{name: "negative weight", args: []string{"--prior-weight", "-1"}, wantErr: true},
 		{name: "negative impressions", args: []string{"--prior-impressions", "-0.5"}, wantErr: true},
 		{name: "fresh rank 0", args: []string{"--fresh-rank", "0"}, wantErr: true},
 		{name: "negative fresh events", args: []string{"--fresh-events", "-1"}, wantErr: true},
 		{name: "negative new-user events", args: []string{"--new-user-events", "-1"}, wantErr: true},
+		{name: "negative new-user shrink", args: []string{"--new-user-shrink", "-0.1"}, wantErr: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
