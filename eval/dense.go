@@ -25,10 +25,11 @@ type Embedder interface {
 	Observe(in Interaction)
 }
 
-// Priors is implemented by an [Embedder] whose retrieval adds a per-item
-// prior to the dot product (our engagement prior); [Dense] adds it too.
+// Priors is implemented by an [Embedder] whose retrieval adds per-item
+// terms to the dot product (our engagement prior and co-engagement term);
+// [Dense] adds them too.
 type Priors interface {
-	// ItemPriors returns the weighted prior of every item by dense id for
+	// ItemPriors returns the weighted terms of every item by dense id for
 	// query q (its user may select other priors), as of the events observed
 	// so far, or nil for none.
 	ItemPriors(q *Query) []float32

@@ -51,8 +51,10 @@
 // the cut), builds the production snapshot with serving.BuildSnapshot, and
 // [Ours.Methods] returns "ours-dense" (exact dot product over every ad) and
 // "ours-tokens" (serving.Snapshot.RetrieveVector: BoM query bag, postings,
-// exact re-rank); users are embedded from their neighbourhood as of the query
-// time, and replayed events are added to the store. [Ours.TokenLevels] gives
+// exact re-rank with the engagement prior and the co-engagement term); both
+// add the same terms to the dot product. Users are embedded from their
+// neighbourhood as of the query time, and replayed events are added to the
+// store, the priors and the co-engagement counts. [Ours.TokenLevels] gives
 // the truth protocol each ad's argmax prototype per level.
 //
 // Metrics. [Recall], [NDCG], [HitRate], [ReciprocalRank] and [Overlap] are

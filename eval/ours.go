@@ -44,6 +44,10 @@ type OursOptions struct {
 	// negative: no prior, the embeddings alone). Build.Prior shapes the
 	// priors.
 	PriorWeight float32
+	// CoEngageWeight scales the co-engagement term in the re-rank of both
+	// methods, as POST /v1/retrieve does (0: serving.DefaultCoEngageWeight;
+	// negative: no co-engagement term). Build.CoEngage shapes the term.
+	CoEngageWeight float32
 	// ModelDir, when set, loads this model (a version directory or a data
 	// directory) instead of training one. It must have been trained on
 	// nothing later than the window's cut.
@@ -108,6 +112,12 @@ func NewOurs(opts OursOptions) *Ours {
 		opts.PriorWeight = serving.DefaultPriorWeight
 	case opts.PriorWeight < 0:
 		opts.PriorWeight = 0
+	}
+	switch {
+	case opts.CoEngageWeight == 0:
+		opts.CoEngageWeight = serving.DefaultCoEngageWeight
+	case opts.CoEngageWeight < 0:
+		opts.CoEngageWeight = 0
 	}
 	if opts.Build.Search.ExhaustiveMax == 0 {
 		opts.Build.Search.ExhaustiveMax = 1
@@ -303,24 +313,36 @@ func (o *Ours) Observe(in Interaction) {
 	}
 }
 
-// ItemPriors returns the weighted prior of every item (by dense id) as the
-// re-rank adds it for q's user: PriorWeight times the ad's prior in the live
-// index (its new-user prior when the user is new); nil when the weight is 0.
+// ItemPriors returns what the re-rank adds to the dot product of every
+// item (by dense id) for q's user: PriorWeight times the ad's prior in the
+// live index (its new-user prior when the user is new) plus the
+// co-engagement term; nil when both weights are 0.
 func (o *Ours) ItemPriors(q *Query) []float32 {
-	if o.opts.PriorWeight == 0 || o.snap == nil {
+	if (o.opts.PriorWeight == 0 && o.opts.CoEngageWeight == 0) || o.snap == nil {
 		return nil
 	}
 	newUser := o.priorTerm(q).NewUser
 	idx := o.snap.Index.Snapshot()
+	boost := o.snap.CoEngagement(o.coTerm(q))
 	out := make([]float32, len(o.itemNode))
 	for i, n := range o.itemNode {
 		p, u, _ := idx.Priors(n)
 		if newUser {
 			p = u
 		}
-		out[i] = o.opts.PriorWeight * p
+		out[i] = o.opts.PriorWeight*p + boost[n]
 	}
 	return out
+}
+
+// coTerm is the co-engagement term of q's re-rank, from the user's engaged
+// ads in the store as of the query, as POST /v1/retrieve reads them.
+func (o *Ours) coTerm(q *Query) serving.CoTerm {
+	co := serving.CoTerm{Weight: o.opts.CoEngageWeight}
+	if co.Weight != 0 {
+		co.Recent = o.snap.RecentAds(o.store, o.userNode[q.User], q.AsOf)
+	}
+	return co
 }
 
 // priorTerm is the prior term of q's re-rank, as POST /v1/retrieve chooses
@@ -398,7 +420,7 @@ func (t *oursTokens) TopK(ctx context.Context, q *Query, dst []int32) ([]int32, 
 	for _, in := range q.History {
 		t.exclude.Add(t.o.itemNode[in.Item])
 	}
-	_, res, err := t.o.snap.RetrieveVector(ctx, u, q.K, nil, t.exclude, t.o.priorTerm(q))
+	_, res, err := t.o.snap.RetrieveVector(ctx, u, q.K, nil, t.exclude, t.o.priorTerm(q), t.o.coTerm(q))
 	if err != nil {
 		return nil, err
 	}

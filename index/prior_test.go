@@ -88,6 +88,59 @@ func TestPriors(t *testing.T) {
 	}
 }
 
+// TestBoost checks that a query's Boost adds to the re-rank score of the
+// boosted docs, that boosted docs join the token stage's candidates, and
+// that they still pass Exclude and Filter.
+func TestBoost(t *testing.T) {
+	ctx := context.Background()
+	ix, s := testIndex(t, 600, 5)
+	v := s.queries(1, 3)[0]
+	snap := ix.Snapshot()
+	all, err := snap.Search(ctx, Query{Vector: v, K: 600, Exhaustive: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := all.Hits[len(all.Hits)-1].ID
+	e, _ := snap.Embedding(last)
+	narrow := SearchOptions{ExhaustiveMax: 1, MinCandidates: 1, CandidateFactor: 1}
+	for _, tc := range []struct {
+		name    string
+		q       Query
+		lifted  bool
+		onlyTok bool // the token stage must run
+	}{
+		{"exhaustive", Query{Exhaustive: true}, true, false},
+		{"token stage: the boosted doc joins the candidates", Query{Options: narrow}, true, true},
+		{"excluded", Query{Exhaustive: true, Exclude: roaring.BitmapOf(last)}, false, false},
+		{"restricted away", Query{Options: narrow, Restrict: roaring.BitmapOf(all.Hits[0].ID, all.Hits[1].ID)}, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := tc.q
+			q.Vector, q.K, q.Boost = v, 10, map[uint32]float32{last: 100}
+			res, err := snap.Search(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.onlyTok && res.Stage != StageTokens {
+				t.Fatalf("stage %s, want %s", res.Stage, StageTokens)
+			}
+			if got := len(res.Hits) > 0 && res.Hits[0].ID == last; got != tc.lifted {
+				t.Fatalf("boosted doc %d first = %v, want %v (hits %v)", last, got, tc.lifted, res.Hits)
+			}
+			if tc.lifted {
+				if want := Dot(v, e) + 100; res.Hits[0].Score != want {
+					t.Errorf("score %v, want dot+boost = %v", res.Hits[0].Score, want)
+				}
+			}
+			for _, h := range res.Hits {
+				if h.ID == last && !tc.lifted {
+					t.Errorf("boosted doc %d returned although filtered out", last)
+				}
+			}
+		})
+	}
+}
+
 // TestReadOldVersions checks that version-1 files (DOCS without priors)
 // and version-2 files (DOCS without new-user priors) still load, the missing
 // priors reading 0, and that a version from the future is refused.

@@ -67,6 +67,10 @@ type Query struct {
 	// NewUser makes the re-rank read the docs' new-user priors
 	// (Doc.NewUserPrior) instead of their priors.
 	NewUser bool
+	// Boost adds a per-query score to docs in the exact re-rank (for
+	// example their co-engagement with the user's recent ads); boosted docs
+	// join the candidates, and still pass Filter, Restrict and Exclude.
+	Boost map[uint32]float32
 	// Options overrides the index's SearchOptions where non-zero.
 	Options SearchOptions
 }
@@ -171,6 +175,14 @@ func (s *Snapshot) Search(ctx context.Context, q Query) (Result, error) {
 	if q.Include != nil {
 		cand = roaring.Or(cand, roaring.And(q.Include, allowed))
 	}
+	if len(q.Boost) > 0 && res.Stage != StageFilteredAll {
+		boosted := roaring.New()
+		for id := range q.Boost {
+			boosted.Add(id)
+		}
+		boosted.And(allowed)
+		cand = roaring.Or(cand, boosted)
+	}
 	res.Candidates = int(cand.GetCardinality())
 	rerankStart := time.Now()
 	res.CandidatesTime = rerankStart.Sub(start)
@@ -178,7 +190,7 @@ func (s *Snapshot) Search(ctx context.Context, q Query) (Result, error) {
 	if q.NewUser {
 		channel = 1
 	}
-	hits, err := s.rerank(ctx, q.Vector, q.PriorWeight, channel, cand, q.K)
+	hits, err := s.rerank(ctx, q.Vector, q.PriorWeight, channel, q.Boost, cand, q.K)
 	if err != nil {
 		return Result{}, fmt.Errorf("search: %w", err)
 	}
@@ -272,9 +284,9 @@ func (h *hitHeap) Pop() any {
 }
 
 // rerank scores every candidate by dot product plus priorW times its prior
-// (channel 0: Doc.Prior, 1: Doc.NewUserPrior) and keeps the top k, best
-// first (ties by smaller id).
-func (s *Snapshot) rerank(ctx context.Context, vec []float32, priorW float32, channel int, cand *roaring.Bitmap, k int) ([]Hit, error) {
+// (channel 0: Doc.Prior, 1: Doc.NewUserPrior) plus its boost, and keeps the
+// top k, best first (ties by smaller id).
+func (s *Snapshot) rerank(ctx context.Context, vec []float32, priorW float32, channel int, boost map[uint32]float32, cand *roaring.Bitmap, k int) ([]Hit, error) {
 	h := make(hitHeap, 0, k+1)
 	it := cand.Iterator()
 	n := 0
@@ -296,6 +308,7 @@ func (s *Snapshot) rerank(ctx context.Context, vec []float32, priorW float32, ch
 				sc += priorW * p[channel]
 			}
 		}
+		sc += boost[id]
 		if len(h) < k {
 			heap.Push(&h, Hit{ID: id, Score: sc})
 		} else if sc > h[0].Score || (sc == h[0].Score && id < h[0].ID) {

@@ -75,7 +75,9 @@ func newBenchEnv(b *testing.B) *Server {
 // (what each snapshot build and load does), with and without the new-user
 // channel, on 20,000 users x 20 events over 5,000 ads: the ratio of the two
 // is the cost of the new-user priors.
-func BenchmarkTrend(b *testing.B) {
+// clickStore is the store of the prior benchmarks: 400k clicks of 20k
+// users (20 each) on 5k ads over 30 days.
+func clickStore(b *testing.B) *graph.Store {
 	store := graph.NewStore(graph.Options{})
 	rng := rand.New(rand.NewPCG(1, 2))
 	const users, perUser, ads = 20_000, 20, 5_000
@@ -91,6 +93,11 @@ func BenchmarkTrend(b *testing.B) {
 		}
 	}
 	store.Compact()
+	return store
+}
+
+func BenchmarkTrend(b *testing.B) {
+	store := clickStore(b)
 	until := store.MaxTS()
 	for _, bc := range []struct {
 		name          string
@@ -105,4 +112,31 @@ func BenchmarkTrend(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkCoEngagement measures the co-engagement term on the store of
+// BenchmarkTrend: counting it from the graph (each snapshot build and
+// load), and one retrieval's term for a user with 50 recent ads.
+func BenchmarkCoEngagement(b *testing.B) {
+	store := clickStore(b)
+	until := store.MaxTS()
+	opts := CoEngageOptions{}
+	opts.applyDefaults()
+	b.Run("count", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			newCoEngagement(store, until, opts)
+		}
+	})
+	c := newCoEngagement(store, until, opts)
+	recent := make([]uint32, 50)
+	for i := range recent {
+		recent[i] = uint32(i * 97)
+	}
+	b.Run("boost", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			c.boost(recent, 1)
+		}
+	})
 }

@@ -32,6 +32,8 @@ type BuildOptions struct {
 	Logger *slog.Logger
 	// Prior shapes the ads' engagement priors.
 	Prior PriorOptions
+	// CoEngage shapes the co-engagement term of the re-rank.
+	CoEngage CoEngageOptions
 	// PersistDir, when set, is where [BuildSnapshot] and [OpenSnapshot]
 	// save the snapshot's files ([SaveSnapshotFiles]): normally the model's
 	// checkpoint directory. [NewTrainJob] sets it to each new checkpoint.
@@ -43,6 +45,7 @@ func (o *BuildOptions) applyDefaults() {
 		o.EmbedBatch = 256
 	}
 	o.Prior.applyDefaults()
+	o.CoEngage.applyDefaults()
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -78,6 +81,7 @@ func BuildSnapshot(ctx context.Context, m *model.Model, store *graph.Store, asOf
 	if opts.Prior.HalfLife > 0 {
 		snap.trend = newTrend(store, asOf, asOf, opts.Prior)
 	}
+	snap.co = newCoEngagement(store, asOf, opts.CoEngage)
 	ix, err := buildIndex(ctx, snap, store, opts)
 	if err != nil {
 		return nil, err

@@ -477,6 +477,65 @@ func TestEndToEnd(t *testing.T) {
 		}
 	})
 
+	t.Run("co-engaged ads are lifted", func(t *testing.T) {
+		// 30 users click ad10, then ad21 (fresh events, after the
+		// snapshot); a user whose latest click is ad10 should get ad21.
+		const at = worldT0 + 74*24*3600*1000
+		var evs []api.Event
+		for i := range 30 {
+			u := fmt.Sprintf("pair%d", i)
+			evs = append(evs, apiEvent(u+"-a", api.User, u, api.Ad, "ad10", api.Click, at+int64(2*i)),
+				apiEvent(u+"-b", api.User, u, api.Ad, "ad21", api.Click, at+int64(2*i+1)))
+		}
+		evs = append(evs, apiEvent("cofan-a", api.User, "cofan", api.Ad, "ad10", api.Click, at+100))
+		if res, err := env.client.PostEventsWithResponse(ctx, api.EventsRequest{Events: evs}); err != nil || res.JSON200 == nil {
+			t.Fatalf("post clicks: %v", err)
+		}
+		scores := func(req api.RetrieveRequest, w float32) (string, map[string]float32) {
+			t.Helper()
+			req.K, req.ExcludeSeen, req.PriorWeight, req.CoengagementWeight = ptr(100), ptr(true), ptr(float32(0)), ptr(w)
+			res, err := env.client.RetrieveCandidatesWithResponse(ctx, req)
+			if err != nil || res.JSON200 == nil || len(res.JSON200.Candidates) == 0 {
+				t.Fatalf("retrieve %+v: %v %s", req, err, res.Body)
+			}
+			out := map[string]float32{}
+			for _, c := range res.JSON200.Candidates {
+				out[c.Id] = c.Score
+			}
+			return res.JSON200.Candidates[0].Id, out
+		}
+		cofan := api.Ref{Type: api.User, Id: "cofan"}
+		ctxEvents := []api.Event{apiEvent("", api.User, "anon-co", api.Ad, "ad10", api.Click, at+200)}
+		ctxEvents[0].Id = nil
+		for _, tc := range []struct {
+			name string
+			req  api.RetrieveRequest
+		}{
+			{"a known user", api.RetrieveRequest{User: &cofan}},
+			{"a new user's context events", api.RetrieveRequest{User: &api.Ref{Type: api.User, Id: "anon-co"}, ContextEvents: &ctxEvents}},
+		} {
+			top, on := scores(tc.req, 10)
+			if top != "ad21" {
+				t.Errorf("%s: top candidate %s at coengagement_weight 10, want ad21", tc.name, top)
+			}
+			if _, seen := on["ad10"]; seen {
+				t.Errorf("%s: the clicked ad10 returned", tc.name)
+			}
+			_, off := scores(tc.req, 0)
+			// cos(ad10, ad21) >= 30/31 from these clicks alone.
+			if d := on["ad21"] - off["ad21"]; d < 5 {
+				t.Errorf("%s: ad21 scores %v with the term, %v without: want the term to add about 10", tc.name, on["ad21"], off["ad21"])
+			}
+		}
+		for _, body := range []string{`{"user":{"type":"user","id":"cofan"},"coengagement_weight":-1}`, `{"user":{"type":"user","id":"cofan"},"coengagement_weight":1001}`, `{"user":{"type":"user","id":"cofan"},"coengagement_weight":"x"}`} {
+			if code, h, b := env.raw(http.MethodPost, "/v1/retrieve", "application/json", testKey, strings.NewReader(body)); code != http.StatusBadRequest {
+				t.Errorf("%s: status %d, want 400", body, code)
+			} else if p := problem(t, h, b); p.Detail == nil || !strings.Contains(*p.Detail, "coengagement_weight") {
+				t.Errorf("%s: problem %+v does not name coengagement_weight", body, p)
+			}
+		}
+	})
+
 	t.Run("metrics and traces", func(t *testing.T) {
 		res, err := env.client.MetricsWithResponse(ctx)
 		if err != nil || res.StatusCode() != 200 {

@@ -68,6 +68,10 @@ type Options struct {
 	// POST /v1/retrieve when a request names none (0: DefaultPriorWeight;
 	// negative: no prior, rank by the embeddings alone).
 	PriorWeight float32
+	// CoEngageWeight scales the co-engagement term (BuildOptions.CoEngage)
+	// in the exact re-rank of POST /v1/retrieve when a request names none
+	// (0: DefaultCoEngageWeight; negative: no co-engagement term).
+	CoEngageWeight float32
 
 	// EmbedCacheSize bounds the per-model-version cache of user embeddings
 	// (default 100000 entries).
@@ -99,13 +103,11 @@ func (o *Options) applyDefaults() error {
 	if o.MaxRateKeys == 0 {
 		o.MaxRateKeys = DefaultMaxRateKeys
 	}
-	switch {
-	case o.PriorWeight == 0:
-		o.PriorWeight = DefaultPriorWeight
-	case o.PriorWeight < 0:
-		o.PriorWeight = 0
-	case o.PriorWeight > MaxPriorWeight:
-		return fmt.Errorf("%w: prior weight %v above %v", ErrBadOptions, o.PriorWeight, MaxPriorWeight)
+	if err := reRankWeight(&o.PriorWeight, DefaultPriorWeight, MaxPriorWeight, "prior weight"); err != nil {
+		return err
+	}
+	if err := reRankWeight(&o.CoEngageWeight, DefaultCoEngageWeight, MaxCoEngageWeight, "co-engagement weight"); err != nil {
+		return err
 	}
 	if o.MinUserEvents == 0 {
 		o.MinUserEvents = 3
@@ -127,6 +129,21 @@ func (o *Options) applyDefaults() error {
 		if len(k) < 8 {
 			return fmt.Errorf("%w: APIKeys[%d] is shorter than 8 characters", ErrBadOptions, i)
 		}
+	}
+	return nil
+}
+
+// reRankWeight applies the convention of a re-rank weight option: 0 takes
+// def, a negative value turns the term off (0), and above limit is an
+// error.
+func reRankWeight(w *float32, def, limit float32, name string) error {
+	switch {
+	case *w == 0:
+		*w = def
+	case *w < 0:
+		*w = 0
+	case *w > limit:
+		return fmt.Errorf("%w: %s %v above %v", ErrBadOptions, name, *w, limit)
 	}
 	return nil
 }

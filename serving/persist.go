@@ -381,11 +381,13 @@ func LoadSnapshot(ctx context.Context, m *model.Model, store *graph.Store, dir s
 		}
 		snap.Embeddings[t] = mergeRows(dim, old, missing, vecs)
 	}
-	// The trend is not persisted: count it from the graph, which holds the
-	// events ingested since the snapshot was built as well.
+	// The trend and the co-engagement are not persisted: count them from
+	// the graph, which holds the events ingested since the snapshot was
+	// built as well.
 	if opts.Prior.HalfLife > 0 {
 		snap.trend = newTrend(store, snap.AsOf, max(asOf, snap.AsOf), opts.Prior)
 	}
+	snap.co = newCoEngagement(store, max(asOf, snap.AsOf), opts.CoEngage)
 	ix, err := loadIndex(ctx, dir, snap, store, opts)
 	if err != nil {
 		return nil, st, err

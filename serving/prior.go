@@ -384,11 +384,12 @@ func (s *Snapshot) syncPriors(ctx context.Context) error {
 }
 
 // ObserveEngagement adds the engagement events among evs (stored in store
-// already) to the ads' trend, moves the trend's time to their latest, and
-// updates the priors that changed in the live index, so that retrieval
-// follows what is engaging now, and which ads are fresh, without waiting
-// for the next snapshot. The ingest path calls it for every stored batch.
+// already) to the ads' trend and co-engagement, moves the trend's time to
+// their latest, and updates the priors that changed in the live index, so
+// that retrieval follows what is engaging now, and which ads are fresh,
+// without waiting for the next snapshot. The ingest path calls it for every stored batch.
 func (s *Snapshot) ObserveEngagement(ctx context.Context, store *graph.Store, evs []graph.Event) error {
+	s.co.observe(store, evs)
 	t := s.trend
 	if t == nil || s.Index == nil {
 		return nil

@@ -1,11 +1,13 @@
 package serving
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/RoaringBitmap/roaring/v2"
@@ -22,6 +24,7 @@ import (
 const (
 	MaxK                = 1000
 	MaxPriorWeight      = 100.0
+	MaxCoEngageWeight   = 1000.0
 	DefaultRetrieveK    = 100
 	DefaultSimilarK     = 20
 	MaxContextEvents    = 1000
@@ -37,14 +40,15 @@ const anonymousID = "_anonymous"
 // retrieveRequest mirrors api.RetrieveRequest, with the parts the project's
 // own decoders validate kept raw.
 type retrieveRequest struct {
-	User          json.RawMessage   `json:"user"`
-	K             *int              `json:"k"`
-	ExcludeSeen   *bool             `json:"exclude_seen"`
-	Filter        json.RawMessage   `json:"filter"`
-	Query         *string           `json:"query"`
-	ContextEvents []json.RawMessage `json:"context_events"`
-	Explain       *bool             `json:"explain"`
-	PriorWeight   *float64          `json:"prior_weight"`
+	User           json.RawMessage   `json:"user"`
+	K              *int              `json:"k"`
+	ExcludeSeen    *bool             `json:"exclude_seen"`
+	Filter         json.RawMessage   `json:"filter"`
+	Query          *string           `json:"query"`
+	ContextEvents  []json.RawMessage `json:"context_events"`
+	Explain        *bool             `json:"explain"`
+	PriorWeight    *float64          `json:"prior_weight"`
+	CoEngageWeight *float64          `json:"coengagement_weight"`
 }
 
 // retrieveParams is a decoded, validated retrieve request.
@@ -57,6 +61,7 @@ type retrieveParams struct {
 	ctxEvents   []graph.Event
 	explain     bool
 	priorWeight *float32 // nil: the server's default
+	coWeight    *float32 // nil: the server's default
 }
 
 func decodeRetrieve(body []byte) (*retrieveParams, error) {
@@ -93,6 +98,13 @@ func decodeRetrieve(body []byte) (*retrieveParams, error) {
 		}
 		pw := float32(*w)
 		p.priorWeight = &pw
+	}
+	if w := req.CoEngageWeight; w != nil {
+		if !(*w >= 0 && *w <= MaxCoEngageWeight) {
+			return nil, badRequestf("coengagement_weight: %v is out of range 0..%v", *w, MaxCoEngageWeight)
+		}
+		cw := float32(*w)
+		p.coWeight = &cw
 	}
 	if req.Query != nil {
 		p.query = *req.Query
@@ -235,6 +247,36 @@ func (s *Server) seenAds(known bool, uid graph.NodeID, evs []graph.Event) *roari
 	return seen
 }
 
+// recentAds returns the user's recent distinct engaged ads for the
+// co-engagement term, most recent first: those of the context events (by
+// time), then the stored ones.
+func (s *Server) recentAds(snap *Snapshot, known bool, uid graph.NodeID, evs []graph.Event) []uint32 {
+	var ctxAds []graph.Event
+	for _, ev := range evs {
+		if ev.Dst.Type == graph.NodeAd && ev.Type.IsPositive() {
+			ctxAds = append(ctxAds, ev)
+		}
+	}
+	slices.SortStableFunc(ctxAds, func(a, b graph.Event) int { return cmp.Compare(b.TS, a.TS) })
+	var out []uint32
+	seen := map[uint32]bool{}
+	for _, ev := range ctxAds {
+		if id, ok := s.store.Lookup(ev.Dst); ok && !seen[id.Idx] {
+			seen[id.Idx] = true
+			out = append(out, id.Idx)
+		}
+	}
+	if known {
+		for _, ad := range snap.RecentAds(s.store, uid, serveTime(s.store)) {
+			if !seen[ad] {
+				seen[ad] = true
+				out = append(out, ad)
+			}
+		}
+	}
+	return out
+}
+
 // RetrieveCandidates answers candidate ads for a known, fresh or anonymous
 // user: embedding -> BoM query bag -> token index with filter and
 // exclusions (keywords restrict to matching ads) -> exact re-rank -> top-K.
@@ -344,7 +386,14 @@ func (s *Server) retrieve(ctx context.Context, snap *Snapshot, p *retrieveParams
 	if known {
 		events += s.store.Degree(uid, serveTime(s.store))
 	}
-	q := UserQuery(idx, vec, p.k, p.filter, seen, PriorTerm{Weight: priorW, NewUser: snap.NewUser(events)})
+	co := CoTerm{Weight: s.opts.CoEngageWeight}
+	if p.coWeight != nil {
+		co.Weight = *p.coWeight
+	}
+	if co.Weight != 0 {
+		co.Recent = s.recentAds(snap, known, uid, p.ctxEvents)
+	}
+	q := snap.UserQuery(idx, vec, p.k, p.filter, seen, PriorTerm{Weight: priorW, NewUser: snap.NewUser(events)}, co)
 	if keyword != nil {
 		q = index.Hybrid(q, keyword, index.HybridAnd)
 	}

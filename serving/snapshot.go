@@ -47,6 +47,9 @@ type Snapshot struct {
 	// trend holds the ads' engagement counts behind the index priors (nil:
 	// priors disabled).
 	trend *trend
+	// co holds the ads' co-engagement behind the re-rank's co-engagement
+	// term (nil: the term is off).
+	co *coEngagement
 }
 
 // IndexSize returns the number of ads in the live index.

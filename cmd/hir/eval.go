@@ -56,6 +56,8 @@ func parseEvalFlags(e *env, args []string) (*evalFlags, error) {
 	}
 	f.ours.PriorWeight = prior.servingWeight()
 	f.ours.Build.Prior = prior.options()
+	f.ours.CoEngageWeight = prior.coWeightServing()
+	f.ours.Build.CoEngage = prior.coOptions()
 	if f.cfg.Data == "" {
 		fs.Usage()
 		return nil, errors.Join(errUsage, errors.New("--data is required"))

@@ -57,7 +57,7 @@ type serveConfig struct {
 
 // build returns the snapshot build options of the served snapshots.
 func (cfg *serveConfig) build(logger *slog.Logger) serving.BuildOptions {
-	return serving.BuildOptions{Logger: logger, Prior: cfg.prior.options()}
+	return serving.BuildOptions{Logger: logger, Prior: cfg.prior.options(), CoEngage: cfg.prior.coOptions()}
 }
 
 func runServe(ctx context.Context, e *env, args []string) error {
@@ -137,7 +137,8 @@ func serve(ctx context.Context, e *env, cfg serveConfig) error {
 	store.Compact()
 	logger.Info("event log replayed", "batches", rep.Batches, "events", store.NumEvents(), "elapsed", time.Since(start))
 	srv, err := serving.New(serving.Options{Logger: logger, APIKeys: cfg.apiKeys, ReadAuth: cfg.readAuth,
-		RatePerSecond: cfg.ratePerSecond, RateBurst: cfg.rateBurst, PriorWeight: cfg.prior.servingWeight()}, log, store)
+		RatePerSecond: cfg.ratePerSecond, RateBurst: cfg.rateBurst, PriorWeight: cfg.prior.servingWeight(),
+		CoEngageWeight: cfg.prior.coWeightServing()}, log, store)
 	if err != nil {
 		return errors.Join(fmt.Errorf("create server: %w", err), log.Close())
 	}
