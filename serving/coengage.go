@@ -68,8 +68,33 @@ func (o *CoEngageOptions) applyDefaults() {
 type coEngagement struct {
 	opts  CoEngageOptions
 	mu    sync.RWMutex
-	pairs map[uint32]map[uint32]float32 // ad -> co-engaged ad -> users
-	users map[uint32]float32            // ad -> users who engaged with it
+	rows  []coRow   // by ad: its co-engaged ads
+	users []float32 // by ad: users who engaged with it
+	inv   []float32 // by ad: 1/sqrt(users), 0 for none
+	// scratch holds the dense accumulators of boost (*coScratch).
+	scratch sync.Pool
+}
+
+// coRow is one ad's co-engaged ads, sorted, with their pair counts.
+type coRow struct {
+	ads []uint32
+	n   []float32
+}
+
+func (r *coRow) inc(ad uint32) {
+	i, ok := slices.BinarySearch(r.ads, ad)
+	if ok {
+		r.n[i]++
+		return
+	}
+	r.ads = slices.Insert(r.ads, i, ad)
+	r.n = slices.Insert(r.n, i, 1)
+}
+
+// coScratch is boost's accumulator by ad, and the ads it touched.
+type coScratch struct {
+	sum     []float32
+	touched []uint32
 }
 
 // newCoEngagement counts the co-engagement of every user of store with
@@ -78,13 +103,46 @@ func newCoEngagement(store *graph.Store, until int64, opts CoEngageOptions) *coE
 	if opts.Window < 0 {
 		return nil
 	}
-	c := &coEngagement{opts: opts, pairs: map[uint32]map[uint32]float32{}, users: map[uint32]float32{}}
-	var seq []uint32
-	for i := range store.NumNodes(graph.NodeUser) {
-		seq = engagedSequence(store, graph.NodeID{Type: graph.NodeUser, Idx: uint32(i)}, until, seq)
-		for k, ad := range seq {
-			c.addLocked(ad, seq[max(0, k-opts.Window):k])
+	nAds := store.NumNodes(graph.NodeAd)
+	c := &coEngagement{opts: opts, rows: make([]coRow, nAds), users: make([]float32, nAds), inv: make([]float32, nAds)}
+	// Every user's sequence, and where each ad occurs in them.
+	type occurrence struct{ user, pos int32 }
+	seqs := make([][]uint32, store.NumNodes(graph.NodeUser))
+	byAd := make([][]occurrence, nAds)
+	for u := range seqs {
+		seqs[u] = slices.Clip(engagedSequence(store, graph.NodeID{Type: graph.NodeUser, Idx: uint32(u)}, until, nil))
+		for k, ad := range seqs[u] {
+			byAd[ad] = append(byAd[ad], occurrence{int32(u), int32(k)})
 		}
+	}
+	// Each ad's row: the ads within the window on either side of it, summed
+	// over its occurrences in a dense accumulator.
+	sum := make([]float32, nAds)
+	var touched []uint32
+	for a, occs := range byAd {
+		if len(occs) == 0 {
+			continue
+		}
+		c.users[a] = float32(len(occs))
+		c.inv[a] = float32(1 / math.Sqrt(float64(len(occs))))
+		for _, o := range occs {
+			seq, k := seqs[o.user], int(o.pos)
+			for _, b := range seq[max(0, k-opts.Window):min(len(seq), k+opts.Window+1)] {
+				if b == uint32(a) {
+					continue
+				}
+				if sum[b] == 0 {
+					touched = append(touched, b)
+				}
+				sum[b]++
+			}
+		}
+		slices.Sort(touched)
+		row := coRow{ads: slices.Clone(touched), n: make([]float32, len(touched))}
+		for i, b := range touched {
+			row.n[i], sum[b] = sum[b], 0
+		}
+		c.rows[a], touched = row, touched[:0]
 	}
 	return c
 }
@@ -118,21 +176,21 @@ func engaged(e graph.Edge) bool { return e.Out && e.Nbr.Type == graph.NodeAd && 
 // addLocked counts one user's first engagement with ad, with before the
 // user's previous distinct ads inside the window.
 func (c *coEngagement) addLocked(ad uint32, before []uint32) {
+	if int(ad) >= len(c.users) {
+		grow := int(ad) + 1 - len(c.users)
+		c.users = append(c.users, make([]float32, grow)...)
+		c.inv = append(c.inv, make([]float32, grow)...)
+		c.rows = append(c.rows, make([]coRow, grow)...)
+	}
 	c.users[ad]++
+	c.inv[ad] = float32(1 / math.Sqrt(float64(c.users[ad])))
 	for _, j := range before {
 		c.inc(ad, j)
 		c.inc(j, ad)
 	}
 }
 
-func (c *coEngagement) inc(a, b uint32) {
-	row := c.pairs[a]
-	if row == nil {
-		row = map[uint32]float32{}
-		c.pairs[a] = row
-	}
-	row[b]++
-}
+func (c *coEngagement) inc(a, b uint32) { c.rows[a].inc(b) }
 
 // observe counts the engagement events among evs, already in store: a
 // user's first engagement with an ad pairs it with the user's previous
@@ -181,34 +239,48 @@ func (c *coEngagement) boost(recent []uint32, weight float32) map[uint32]float32
 	if c == nil || weight == 0 || len(recent) == 0 {
 		return nil
 	}
-	out := map[uint32]float32{}
+	sc, _ := c.scratch.Get().(*coScratch)
+	if sc == nil {
+		sc = &coScratch{}
+	}
 	c.mu.RLock()
+	if len(sc.sum) < len(c.users) {
+		sc.sum = make([]float32, len(c.users))
+	}
 	for i, j := range recent[:min(len(recent), c.opts.History)] {
-		nj := c.users[j]
-		if nj == 0 {
+		if int(j) >= len(c.rows) {
 			continue
 		}
-		w := weight * float32(math.Exp2(-float64(i)/c.opts.HalfLife))
-		for a, n := range c.pairs[j] {
-			out[a] += w * n / float32(math.Sqrt(float64(nj*c.users[a])))
+		row := &c.rows[j]
+		w := weight * float32(math.Exp2(-float64(i)/c.opts.HalfLife)) * c.inv[j]
+		sum, inv := sc.sum, c.inv
+		for k, a := range row.ads {
+			if sum[a] == 0 {
+				sc.touched = append(sc.touched, a)
+			}
+			sum[a] += w * row.n[k] * inv[a]
 		}
 	}
 	c.mu.RUnlock()
-	if len(out) <= maxBoosted {
-		return out
+	defer func() {
+		for _, a := range sc.touched {
+			sc.sum[a] = 0
+		}
+		sc.touched = sc.touched[:0]
+		c.scratch.Put(sc)
+	}()
+	if len(sc.touched) == 0 {
+		return map[uint32]float32{}
 	}
-	type kv struct {
-		ad uint32
-		v  float32
+	top := sc.touched
+	if len(top) > maxBoosted {
+		top = slices.Clone(top)
+		slices.SortFunc(top, func(x, y uint32) int { return cmp.Or(cmp.Compare(sc.sum[y], sc.sum[x]), cmp.Compare(x, y)) })
+		top = top[:maxBoosted]
 	}
-	all := make([]kv, 0, len(out))
-	for a, v := range out {
-		all = append(all, kv{a, v})
-	}
-	slices.SortFunc(all, func(x, y kv) int { return cmp.Or(cmp.Compare(y.v, x.v), cmp.Compare(x.ad, y.ad)) })
-	clear(out)
-	for _, e := range all[:maxBoosted] {
-		out[e.ad] = e.v
+	out := make(map[uint32]float32, len(top))
+	for _, a := range top {
+		out[a] = sc.sum[a]
 	}
 	return out
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/hir-ads/hir/graph"
@@ -43,15 +44,28 @@ func coCounts(store *graph.Store, c *coEngagement) (users, pairs map[string]floa
 	name := func(i uint32) string { return store.Ref(graph.NodeID{Type: graph.NodeAd, Idx: i}).ID }
 	users, pairs = map[string]float32{}, map[string]float32{}
 	for a, n := range c.users {
-		users[name(a)] = n
+		if n != 0 {
+			users[name(uint32(a))] = n
+		}
 	}
-	for a, row := range c.pairs {
-		for b, n := range row {
-			if name(a) < name(b) {
-				pairs[name(a)+"|"+name(b)] = n
+	count := func(a, b uint32) float32 {
+		row := c.rows[a]
+		if i, ok := slices.BinarySearch(row.ads, b); ok {
+			return row.n[i]
+		}
+		return 0
+	}
+	for a, row := range c.rows {
+		if !slices.IsSorted(row.ads) {
+			panic(fmt.Sprintf("row of %s not sorted", name(uint32(a))))
+		}
+		for k, b := range row.ads {
+			n := row.n[k]
+			if name(uint32(a)) < name(b) {
+				pairs[name(uint32(a))+"|"+name(b)] = n
 			}
-			if row2 := c.pairs[b]; row2[a] != n {
-				panic(fmt.Sprintf("asymmetric pair %s %s", name(a), name(b)))
+			if count(b, uint32(a)) != n {
+				panic(fmt.Sprintf("asymmetric pair %s %s", name(uint32(a)), name(b)))
 			}
 		}
 	}
