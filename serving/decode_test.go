@@ -74,3 +74,39 @@ func FuzzDecodeEntities(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodeRetrieve checks that the retrieve decoder never panics, that
+// what it refuses maps to a 4xx problem, and that what it accepts is within
+// the documented limits.
+func FuzzDecodeRetrieve(f *testing.F) {
+	for _, s := range []string{
+		`{"user":{"type":"user","id":"u1"}}`,
+		`{"user":{"type":"user","id":"u1"},"k":5,"exclude_seen":false,"explain":true,"prior_weight":2,"coengagement_weight":3}`,
+		`{"user":{"type":"user","id":"u1"},"coengagement_weight":-1}`, `{"user":{"type":"user","id":"u1"},"prior_weight":1e9}`,
+		`{"context_events":[{"dst":{"type":"ad","id":"a"},"type":"click","ts":1}],"filter":{"attr":"status","eq":"active"}}`,
+		`{"query":"shoes","k":0}`, `{}`, `{"user":null}`, `[]`, `{"k":"x"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		p, err := decodeRetrieve(body)
+		if err != nil {
+			if status, _, _ := classify(err); status < 400 || status >= 500 {
+				t.Fatalf("decode error %v maps to status %d, want 4xx", err, status)
+			}
+			return
+		}
+		switch {
+		case p.k < 1 || p.k > MaxK:
+			t.Fatalf("accepted k %d", p.k)
+		case p.priorWeight != nil && !(*p.priorWeight >= 0 && *p.priorWeight <= MaxPriorWeight):
+			t.Fatalf("accepted prior_weight %v", *p.priorWeight)
+		case p.coWeight != nil && !(*p.coWeight >= 0 && *p.coWeight <= MaxCoEngageWeight):
+			t.Fatalf("accepted coengagement_weight %v", *p.coWeight)
+		case len(p.ctxEvents) > MaxContextEvents:
+			t.Fatalf("accepted %d context events", len(p.ctxEvents))
+		case p.user == nil && len(p.ctxEvents) == 0 && p.query == "":
+			t.Fatalf("accepted a request with no user, context or query")
+		}
+	})
+}
