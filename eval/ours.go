@@ -107,18 +107,8 @@ func NewOurs(opts OursOptions) *Ours {
 	if opts.TrainLog == nil {
 		opts.TrainLog = io.Discard
 	}
-	switch {
-	case opts.PriorWeight == 0:
-		opts.PriorWeight = serving.DefaultPriorWeight
-	case opts.PriorWeight < 0:
-		opts.PriorWeight = 0
-	}
-	switch {
-	case opts.CoEngageWeight == 0:
-		opts.CoEngageWeight = serving.DefaultCoEngageWeight
-	case opts.CoEngageWeight < 0:
-		opts.CoEngageWeight = 0
-	}
+	opts.PriorWeight = weightOrDefault(opts.PriorWeight, serving.DefaultPriorWeight)
+	opts.CoEngageWeight = weightOrDefault(opts.CoEngageWeight, serving.DefaultCoEngageWeight)
 	if opts.Build.Search.ExhaustiveMax == 0 {
 		opts.Build.Search.ExhaustiveMax = 1
 	}
@@ -129,6 +119,18 @@ func NewOurs(opts OursOptions) *Ours {
 	o.dense = NewDense(MethodOursDense, o)
 	o.tokens = &oursTokens{o: o}
 	return o
+}
+
+// weightOrDefault applies serving's convention for a re-rank weight: 0
+// takes def, a negative weight turns the term off.
+func weightOrDefault(w, def float32) float32 {
+	switch {
+	case w == 0:
+		return def
+	case w < 0:
+		return 0
+	}
+	return w
 }
 
 // Methods returns exact dense retrieval ([MethodOursDense]) and the token

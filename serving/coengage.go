@@ -150,6 +150,12 @@ func newCoEngagement(store *graph.Store, until int64, opts CoEngageOptions) *coE
 // engagedSequence returns in dst[:0] the distinct ads user engaged with at
 // or before asOf, in the order of the user's first engagement with each.
 func engagedSequence(store *graph.Store, user graph.NodeID, asOf int64, dst []uint32) []uint32 {
+	return firstEngagements(engagedAds(store, user, asOf, dst))
+}
+
+// engagedAds returns in dst[:0] the ads of user's engagements (click or
+// deeper) at or before asOf, oldest first, repeats included.
+func engagedAds(store *graph.Store, user graph.NodeID, asOf int64, dst []uint32) []uint32 {
 	dst = dst[:0]
 	store.Neighbors(user, asOf, func(e graph.Edge) bool {
 		if engaged(e) {
@@ -158,9 +164,14 @@ func engagedSequence(store *graph.Store, user graph.NodeID, asOf int64, dst []ui
 		return true
 	})
 	slices.Reverse(dst) // oldest first
-	seen := make(map[uint32]bool, len(dst))
-	out := dst[:0]
-	for _, ad := range dst {
+	return dst
+}
+
+// firstEngagements keeps, in place, the first occurrence of each ad.
+func firstEngagements(ads []uint32) []uint32 {
+	seen := make(map[uint32]bool, len(ads))
+	out := ads[:0]
+	for _, ad := range ads {
 		if !seen[ad] {
 			seen[ad] = true
 			out = append(out, ad)
@@ -185,12 +196,10 @@ func (c *coEngagement) addLocked(ad uint32, before []uint32) {
 	c.users[ad]++
 	c.inv[ad] = float32(1 / math.Sqrt(float64(c.users[ad])))
 	for _, j := range before {
-		c.inc(ad, j)
-		c.inc(j, ad)
+		c.rows[ad].inc(j)
+		c.rows[j].inc(ad)
 	}
 }
-
-func (c *coEngagement) inc(a, b uint32) { c.rows[a].inc(b) }
 
 // observe counts the engagement events among evs, already in store: a
 // user's first engagement with an ad pairs it with the user's previous
@@ -213,17 +222,17 @@ func (c *coEngagement) observe(store *graph.Store, evs []graph.Event) {
 		if !ok1 || !ok2 {
 			continue
 		}
+		seq = engagedAds(store, uid, ev.TS, seq)
 		n := 0
-		store.Neighbors(uid, ev.TS, func(e graph.Edge) bool {
-			if engaged(e) && e.Nbr.Idx == ad.Idx {
+		for _, a := range seq {
+			if a == ad.Idx {
 				n++
 			}
-			return n < 2
-		})
+		}
 		if n != 1 {
 			continue
 		}
-		seq = engagedSequence(store, uid, ev.TS, seq)
+		seq = firstEngagements(seq)
 		if k := slices.Index(seq, ad.Idx); k >= 0 {
 			c.addLocked(ad.Idx, seq[max(0, k-c.opts.Window):k])
 		}
@@ -233,8 +242,8 @@ func (c *coEngagement) observe(store *graph.Store, evs []graph.Event) {
 // boost returns the co-engagement term of each ad for a user whose recent
 // distinct engaged ads are recent (most recent first): weight times the sum
 // over them of 2^(-i/HalfLife) times the ad's similarity to the i-th. At
-// most maxBoosted ads, the strongest, are returned; nil when there are
-// none.
+// most maxBoosted ads, the strongest, are returned; nil when the weight is
+// 0 or there are no recent ads, empty when they have no co-engagement.
 func (c *coEngagement) boost(recent []uint32, weight float32) map[uint32]float32 {
 	if c == nil || weight == 0 || len(recent) == 0 {
 		return nil
