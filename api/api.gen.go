@@ -112,7 +112,13 @@ func (e NodeType) Valid() bool {
 
 // Candidate defines model for Candidate.
 type Candidate struct {
-	Id     string      `json:"id"`
+	Id string `json:"id"`
+
+	// KeywordMatch With explain and a query: the ad matched the keywords (keywords restrict the candidates; they add nothing to the score).
+	KeywordMatch *bool `json:"keyword_match,omitempty"`
+
+	// Parts The terms of a candidate's score, which is their sum (with explain).
+	Parts  *ScoreParts `json:"parts,omitempty"`
 	Score  float32     `json:"score"`
 	Tokens *[]TokenRef `json:"tokens,omitempty"`
 	Type   NodeType    `json:"type"`
@@ -251,7 +257,9 @@ type RetrieveRequest struct {
 	// ContextEvents Recent events of the (possibly anonymous) user; src may be omitted or equal the user.
 	ContextEvents *[]Event `json:"context_events,omitempty"`
 	ExcludeSeen   *bool    `json:"exclude_seen,omitempty"`
-	Explain       *bool    `json:"explain,omitempty"`
+
+	// Explain Return, per candidate, the parts of its score and the query tokens it matched, with their labels.
+	Explain *bool `json:"explain,omitempty"`
 
 	// Filter Boolean filter over ad attributes. Exactly one of and / or / not / attr.
 	// Attributes: advertiser, campaign, category, brand, status, or any free label key.
@@ -264,15 +272,36 @@ type RetrieveRequest struct {
 	// Query Optional keywords (hybrid retrieval).
 	Query *string `json:"query,omitempty"`
 	User  *Ref    `json:"user,omitempty"`
+
+	// UserContent What the caller knows of the user at request time, for a user the service has never seen (or one sent with context_events): free text such as page keywords, and attributes such as geo, device or age bucket (values are kept as strings). A never-seen user is embedded from it (and from context_events); a stored user's own profile takes precedence.
+	UserContent *struct {
+		Attrs *map[string]string `json:"attrs,omitempty"`
+		Text  *string            `json:"text,omitempty"`
+	} `json:"user_content,omitempty"`
 }
 
 // RetrieveResponse defines model for RetrieveResponse.
 type RetrieveResponse struct {
 	Candidates []Candidate `json:"candidates"`
 
-	// FreshUser The user was embedded now, from their current neighbourhood and content: a new or sparse user (cold start), context events, or a user with events since the model's snapshot.
+	// FreshUser The user was embedded now, from their current neighbourhood and content: a never-seen or new user (cold start), context events, or a user with events since the model was trained.
 	FreshUser    *bool  `json:"fresh_user,omitempty"`
 	ModelVersion string `json:"model_version"`
+
+	// NewUser The user counts as new (at most the server's --new-user-events events, stored plus context_events): the re-rank read the new-user priors.
+	NewUser *bool `json:"new_user,omitempty"`
+}
+
+// ScoreParts The terms of a candidate's score, which is their sum (with explain).
+type ScoreParts struct {
+	// Coengagement coengagement_weight times the ad's co-engagement with the user's recent ads.
+	Coengagement float32 `json:"coengagement"`
+
+	// Prior prior_weight times the ad's engagement prior (its new-user prior for a new user).
+	Prior float32 `json:"prior"`
+
+	// Similarity Dot product of the user's and the ad's embeddings.
+	Similarity float32 `json:"similarity"`
 }
 
 // SimilarItem defines model for SimilarItem.
@@ -303,7 +332,9 @@ type TokenInfo struct {
 // TokenRef defines model for TokenRef.
 type TokenRef struct {
 	Label *string `json:"label,omitempty"`
-	Level int     `json:"level"`
+
+	// Level Token level: 0 is the coarsest prototype level, then finer ones; levels past the prototype levels are residual codes.
+	Level int `json:"level"`
 
 	// Token "level.code"
 	Token  string   `json:"token"`
@@ -3395,63 +3426,72 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7Fv7bttGl3+VA+4HRGqoi+Pka6Ng/0ibZGugaQLHxSKIU2HEORKnJmeYmaFtNRCwD7FPuE+yODO8i5Kl",
-	"IO7uh+afhCLPXM79/M6MPweRSjMlUVoTzD4HGdMsRYva/XoprbDrsxf0LGQwCzJm4yAMJEsxmAWCB2Gg",
-	"8VMuNPJgZnWOYWCiGFNGI1J2+wvKlY2D2aMn/wyDVMjy90kY2HVGcxirhVwFm01YrHbh3veu54bsW/Ef",
-	"GpfBLPi3Sc3UxH81k18VRzf3htbSaDIlDTo232q1SDClx0hJi9LSI8uyRETMCiUnmad4+IdRkr4dtmQ5",
-	"r1uRo4m0yGi6YBacv/oJnj5+8j0UMwNHy0Rixk4SxQQ0/09McsGZdTLJtMpQW+G3LTj925EjDVbaUS+V",
-	"TpkNZsEyUcwGlchlni5QE6lVVyj9XBZTcxc/F0R+jks31M/FtGbr+vfBKmhq8UOpWGdPfvsfqxXU4g+M",
-	"LC3xkq+wtA6UeUojRZppNIaEGgZRIqKrIAwY53Or5hHTxHWW6yhmhhaIlLxGXVALaVGjsUirSmXnrRdC",
-	"ziOWZkysiFYt54xfk+gNappTq1RZNCWhxZXSa0+40EzSDEuh0TQYqTXkDF2gOcdPORq7rVksCA7WjHcd",
-	"mjsV8syPOOkqqSP0apFeWfsJt3bGrPWhgXEuyJZZ8rZFsMVs2+5faUS4wvW/X7MkR6DpxCK3aGDAuJkB",
-	"S4yCpUgsarZIcDiG5xIYf2AgYbmMYrAixRBuYhHFkLIrNCAsLDWaGJZKg40RUK7YClOUFjItlA5BGNDI",
-	"OCy1SsFYpu2c5oEBueHp6enTEN6/f/9+9Pr16MULUBpyKW4hFUkiDEZKcjOktxoTZAbn5I4wcFt98WL0",
-	"WskRjR6Ogx5Beic9KhSGgcVb2yvM47wsDK4xskq3zOiAqLDPampX7TWb6yJ4tq2GeyPft+sirHhxtW3m",
-	"jGOaKYsyWpPpkJi78twOgjo6cEWf99or/tZVf0jqZxJKewG/Em1FSXyzDGYfGpIV0v7zcS1ZiisrJ9oG",
-	"DdnQiIww2Nr9xwMVXcXDTRjcoFjF1nOyZHlinWFt6ToVUqQUOadbeu/omQQYOsWFpc6t2a3zPbHsuqwt",
-	"DotkzoKOC2R+hb69vXKRZFvBPyqVIJNFpAF1jRoYb4SjMby8ZZFN1qAkgloCkxwmZAUTkMrCxNGOL+Xz",
-	"asgM6hQRQpk86MlnhxBcZggpANm8NKk1BS+EhC0wcdZ9KX1+aQZdyQ+WX8FxT4amDfcGFfzU+1rI1qI7",
-	"YlE9v2NhW9TPOww+A4vGmlrWcOmHzi7z6fQ0usK1e8DLYBz0eLZU9nAZdGLflwhu02NWPyNLKPZ0bd1r",
-	"tkdaXefydH0WeyZXaOw5GufDW4E09zUp9gQt74fAtcoy5LDAiOUGKSMKDYLDDTPAEsqDazBWaeTjvhjV",
-	"Kj46KxRf9g+v/L13e/uGGm+J7XG/qBUYCi4yQvDBivyREv2C2Simqe6MvLtKn2q7YVO0/XrxxaE5L5DD",
-	"jqptfWDaSRXHZF5Wo73+9bWK8z7mqVZtb6FasI/710T6rrLuDg6RHG/nRvyJDT4aak3RahEdUjVu1SD1",
-	"DpzdNkgXPoI7Ws2ERD5ntlXf7MmwxRh67olXCxZdrbTKJYeSDHQuqYoUkgDbiiBHw4Qbe9mt0I4WPD99",
-	"sq7qtwbMyT3sYIQrGrCki0l4HllHUeGREoxk4haTXjDSAL+dWOMQ6Y7UYCyTEfZ/tH62ThFHRlI6rlou",
-	"UXKSKxGTVJl3ZqrsURKNRpK3krgjVHQjbeObFTbBveVzVSMFbKFyO1skTF4F4R0q8/OG+6I3+d8OnH4s",
-	"BPg6eLp/k1YLvMadJVukagg1b1aWTYX+p3tfajRSowbssqidVh0aozoKNI40k1czKqIZBwfyDfQsBN+B",
-	"ydO5gEe/D0ZiEg/hO4iUGTAeApuLIaRKOwBIFsLmU3p7EsJ4PAamXbYDcpYHBrgwVsjIAuOmwIQcboSN",
-	"YeAaBVR/ccQM9TNwbZ9bO/fZAJZCGxvSZJ4Hn7TAfx2GkCpDLEXEa0HLrH/ryFFfuy2MRiWHo1jQJOtC",
-	"XmkIMdn3TmqWLEeJWGLoCs9KAMNyUJ0IiVsDN7Fq87hQNnZPQjYnvhGSq5tiF0JXY0hGagnIohgUuZ+v",
-	"iWmpFSofwSGlkrmkcqDcDSc/9rsYRCqXFgugjdeo1y3ZhQVSV5Jwu4ySnCMfjuEiRi+9yoz8jhzE/kMV",
-	"lhSVrTAzhinYXEsvC2dtarkcwwvv17Odci1sbHA6bJUNFTxitx4enUyn071oKQzaJrPtH+fePAqLKtxk",
-	"kCljxCJZA5NKrlOVm6GT3TMwOoKUrWGBoFJhSYpKA37KWVJZNW36SBTFbksU5VjqFu1465QwN4iyFRl9",
-	"a3U7weFtljDRpl2yxPQSLyv4dVjlfdUGsE4HO1Ry0pcVXLvnwIjFuHmw1So6JGhxZQe5w3iMD+EhNBeF",
-	"7yCRgxN4CHJYBilZ+qzzGBc1onVhieQY9RZ8XDJ1YPLeX/c4CTV1bdstP2rS+KmHz4pt+8ZZERcK/hrj",
-	"nUeWcWFQo7JGm6zT+hqCc3O3GXprgRlIc4oJJaNAckNeTU8/IZdWJCAsxKxeuPCPhhT8mzG8InwMEm+c",
-	"6dPWeiOsxJsREVQzuf/CMu5kSW464X0IsuTA6dqP8xEsZRzhJhYJupXd6MYaJtZCXrkmpPHxTUl84OIR",
-	"sWhgsfZzpgvkVOBQDKMiZmdo8uor49LJ3XHpjrD0KUe93rb9N5kvuwmB3yjNDQzi9UILDtpXAywZ9sJt",
-	"V3keAmk2eyuNXZipjukHA536RKSnCeGMal5uui2DiyKKOiTsNYQcpLoJfb7yGTHKtSYzlKSShcp1rBQv",
-	"srA7G5oVVqk0mIxpU0w6iFTCvdcMw9LiKmt0tuwXp+xc2JwRBGqty34ckwcGjGSZiZXtRxd3gcZOGdgF",
-	"eA1h99WF70QqEqbPbB8a+AqHTfd/QlRw8JUgemWNB5llU3o9hnmk6naCdL+XPuZdA+BMLlWPl8Ui4Rq/",
-	"tKG3RZngdetLMwUzXRwBbNsKS7ME5ym5nj5csDsOHHf3G1wf424Re7KSmWLCnYLtRXZfJKFqe+3odOnH",
-	"jCPF8TLoC8V1XXOXs+3ltJdFzYR8HkWYWeQ9p36NLz1RCY1hK7xb4tU021tw3b8o18Ku35He/boLZBr1",
-	"89z3Wp1BuLXd65rt2NrMH7KLwvzboq0yxog18p07L6SyziVjMwbfeoWyOehifhm/XSOIIvWljAVqpqNY",
-	"RCyB8szYB/CyfKw7SL6CK9Z0Radb9kqqGxleygIO6RoOFHWIS0gMfmSrkVqOXiNzXSinSHD9tvGlfKm1",
-	"0sbB3l3XCWCw6xbD0B80FL2S4Oezc/if//pv+LnJXNnzhPNSZkGjwxWcjKfjqeuyZyhZJoJZcDqejk+D",
-	"0N3bcBqcxK5V/ic9r9AZLxmW288Zp4WL750rGY+m0z3XMY67hlF063tuYTxPxLW7ELIJg0mjTdm709fF",
-	"9zt3Sol/UqGkeo9d59jaTrmC84Y8TRlVcsFbTfg7xtxAsUUYvMlQXmCC9GINeJspbVEP/e2Riest7hb5",
-	"uf/8fyJxtzbZzJPp6a5Zqm01L9AQX9cnk+bhRKZMD3dvlbEv6/6+9k2uH5XvHn8V9rr3NzbtQEfQeXOP",
-	"0m0dEfXI+J1DPiTkx37VA4VM9CfH0Z+cHkn/5Dj6R0+Pon9yJL9HGmGdo9x5fzM7ffi4+dh02t8yg9qW",
-	"bW3XNCvTyoAlyUjpkVQEx1el0zaMe/KZQsVm8lnwzaTMMLsD03+grU6nXOytr/B96GeuJpk0Lt1twgOp",
-	"z14ExO09Gnj3rK3HymuW/wpDnz7+FzfcyjIv3A0pUuMD060vqmrGHwV6rOqKXHOHlRqPfvbZaAGQ/jIL",
-	"DYs7pL4jUl8iZXqFdl4AyqPvju6Y9ao1V9XCfHRcB/NevaoLjvsyhyepYtU31zrKtX6lhNBEEGoJDLzB",
-	"Aem6xAcmZu5MpOwSgslYhA0Xq84U9tQ45cWFe6lwWne6vtU33+qbTn3zPMtQ8lZ941uaneomBFHe3rSw",
-	"WHsqELxR9TjkvC9xuMsn9wlXmrdb+mCZg/bFqf+XWNFRWt5K1gb1NcWIskVcAPCwvpziDmmY5CU+7Mh2",
-	"4gh3RxPX/Nkh5EdfTcjtFlMfGK++fUkSefo3cbwLLVYr1M7zeq8p1covu067NV+ez/xUHwzcTz7pXjn5",
-	"izPK1jlUj/k1ZPD/ser522WiyuIrxVTdU3+SFgIrrpO4czV/Qb/uoxYncLU7eEwz+ez+3+xLOBdFv7yD",
-	"Uzqnia4Xywy0G/ch4Hg1hsvgZHzyvb/C3PeXbMUKu/+ULWPWoqaRv3+Yjp5+fHh5OfYP/+i5qHafuKE+",
-	"V+rxGi+qbzDhGIN+I7GDtN2fNy0wCcGZUgj+FC2E8uAuBCP+9Dnen6JBcYo29kpppg+CqD0ZxJ9yOEPO",
-	"dVKcmswmk0RFLImVsbMfpj9Mg83Hzf8GAAD//w==",
+	"7Ft7j9tGkv8qBd4ClhLqMX5k1zLuDyd2LgbWG8PxYhF4vEKLLImdIbvp7ubMKMYA9yHuE94nOVR18ylq",
+	"RhPYuTts/rE5ZD+qq371bn2KEl2UWqFyNlp9ikphRIEODf/1Ujnp9q9e0LNU0SoqhcuiOFKiwGgVyTSK",
+	"I4MfK2kwjVbOVBhHNsmwEDSjENd/RbVzWbR6+OSbOCqkqv8+iyO3L2kN64xUu+jmJg67veP3o/vxlNt2",
+	"/JPBbbSK/m3RHmrhv9rF33SKvPYN7WXQllpZ5GO+MXqTY0GPiVYOlaNHUZa5TISTWi1KP+LrX6xW9O20",
+	"Let1eccUbWJkSctFq+jt99/B08dP/gxhZUjRCZnbOXMiLEDrfydUKlPhmCel0SUaJz3ZMqV/B3yMowvc",
+	"X2mTrgvhkoxG9Hf+h3QZ4HWZC6lAqBQEfKzQ7FfgMgSRAs/DlP8Ma1mYNE8GaavE8fekps4+o7/3INIU",
+	"lHaZVDtwmsfYRBuczqNG5ButcxSKaC2F8bi7jY0/0QJveCTzRhtmxlabQrhoFW1zLVy7vKqKDRoa6vQF",
+	"Ks8qh8Wd+7yj4W9xy1P9WsIYsW//PhlhXZC+r3HL6uLJ/9DsoDe/YOJoi5fpDmvwo6oKmimL0qC1JLk4",
+	"SnKZXERxJNJ07fQ6EYZOXVYmyYSlDRKtLtGE0VI5JFkh7aq0W/deSLVORFEKuaOxersW6SUhy6KhNY0u",
+	"tENbD3S402bvB26MULTCVhq0nYO0AGQ9lmjf4scKrTsELoYBJ0vGWwZau5DqlZ9xNhTSgOnNJqO89gse",
+	"UCac85ZPpKkkhRH5m96Ag8P2let7g6w0/34p8gqBlpObyqGFiUjtCkRuNWxl7tCITY7TOTxXINIHFnJR",
+	"qSQDJwuM4SqTSQaFuEAL0sHWoM1gqw3rE6qd2GGBykFppDYxSNJKkcLW6AKsE8ataR2YkJV59OjR0xh+",
+	"/vnnn2evX89evABtoFLyGgqZ59JiolVqp/TWYI7C4pr0GSZM6osXs9dazWh2V4NbRnobdC9LH0cOr90o",
+	"M++nZXF0iYnTpgejE6zCbahpVXUUNpfBN/RRk3qQ30Z1MCueXX3MvEqxKLVDlewJOsTmIT8PGGVNcuKO",
+	"3rz2d/z7UPwxiV8oqPECficiRSv8cRut3nc4K5X75nHLWbIrO2ZtZwxhaEYgjA6o/3CioBt7eBNHVyh3",
+	"mfMn2YoqdwysA1kXUsmCLOfyQO4DORMDYxZcXMvc2eMyv8WWXdah02mWjBF0P0Pmdxij7Xu2JIcC/tZ7",
+	"2GBpQF+iIc/emqM5vLwWicv3oBWC3nIgsCAULMh9w4LHzs/V82bKCloXEUPtPOjJe4cY2DPEZIBcVUNq",
+	"T8YLIRcbzBnd58r7l67RVenJ/AsnHvHQRPCoUcGPo6+l6m16xBa16/MRDln9fHDAZ+DQOtvyGs791NV5",
+	"tVw+Si5wzw94Hs2jEc1W2p3Og4Ht+y2MuxmB1Q8ocpcdYt1LdoRbQ+Xy48YQ+0rt0Lq3aFmHDwxp5UNu",
+	"HDFaXg8hNbosMYUNJqKySB5RGpApXAkLIic/uAfrtMF0PmajesHHYIfw5fbpjb6PknfbVOuR2J/3V70D",
+	"S8ZFJQjeWJE+kqPfUCBOS91peY+FPg25cZe143LxwaF9GxKjI1Hb/kS3U+gU83UdjY7q1+cKzscOT7Fq",
+	"n4Rmw7HTv6ahPzXoHqRZKsXrtZW/YuccHbEWSPnQKVHjQQzSUsC47Qzt5EjOCKkwXQvXi29u8bBhDj2P",
+	"2KuNSC52RlcqhXoYmEpRFCkV5aM7SjnG87XjAh1IwZ9njNdN/NZJcyqfdgjKKzppyTAnSavE8YgmH6mT",
+	"kVJeYz6ajHRy+4Gt4YT7iGuwTqgExz86v9ogiCOQ1Iqrt1tUKfGVBhNXhVdmiuxR0RiDxG+t8IipGFra",
+	"zjcnXY63hs9NjBSJja7capMLdRHFd4jMrxvfZr1J/46UIe6bAnyefHqcSGckXuLRkC3RbQq17kaWvTIJ",
+	"v68lmuhZJ+1yaFiqnI1RHAUGZ0aoixUF0SL1JQ8LIxvBV2CrYi3h4T8nM7nIpvAVJNpORBqDWMspFNpw",
+	"AkgIEeslvT2LYT6fgzDs7YCU5YGFVFonVeJApDbkhClcSZfBhAsFFH+liCWaZ8BVrWu39t4AttJYF9Ni",
+	"/gzeaYH/Oo2h0JaOlNBZw1jh/FsejuaSSZjN6hPOMkmL7AO/ihgywvfR0SLfznK5xZgDz4YB03pS6wjp",
+	"tBauMt0/40a7jJ+k6i58JVWqrwIV0jRziEd6CyiSDDSpn4+Jaasdam/BoaCQuR7FSTlPJz32VEwSXSmH",
+	"IdHGSzT7Hu/ikKlrRXm7SvIqxXQ6h3cZeu41MPIUcYr9iw5Iamtpc1iCq4zyvGC06e12Di+8Xq+O8jVg",
+	"bPJo2gsbmvRIXPv06Gy5XN6aLcVRHzKH+vHWwyMgKqjJpNTWyk2+B6G02he6slPm3TOwJoFC7GGDoAvp",
+	"iIvaAH6sRN6gmoi+ZxYlrussio80DNrxmoWwtoiqZxl95fjQwYXCaG/sVuQWDwq4SBKKoUTTSo51Crio",
+	"SSyRFBCSKWCU0yeutIKPREC6utYae1B7zHK2cMT/bpuE77RY/6KfMrPUj4DgbMwPcYHpRBspUvvgoDh1",
+	"iplMtZtUnFWKdApfQ3dT+ApyNTmDr0FNa7OoaivBOsp2KtkH7JMqtiR4S2hbU+jtTVtVpTxtqE28/aw7",
+	"xi89fRbI9qW6YInC+Trz2QbUlmjS5oGdwtyg2DYFNixMDL11ICwUFVmh+qBAfMO0WZ7+hEo5mROMMtFu",
+	"HDSywwX/Zg7fU0YOCq9Y2Yi0UZuu8GpGA5qV+L+4tnRlXtmBQ5mCqk/AsvbzvM0sRIpwlckceWee3dnD",
+	"ZkaqCy57Wm9RtcIHbAHpiBY2e79mscGUQiqymhQ2HTWGXny1JTy72xLeYQhZZQ+x/2PpA/1OiyTbb4xM",
+	"wfj4Q+TT0QSfY93Tkigauu52pEbTi1Hz9I9M1B2aPEcDF0pfNWaaxS9IHTlCCkXnLcODv9UslQkythRJ",
+	"BsiIwkQbrhlZQhZbrQEWVr4gQq/ABgyXYtf2krwOdkrj9agd6hhS5F2Jlh3Cpkou0MGEy+mWQ6ALLFk/",
+	"PEftdA7PPX0zpo/plzYApvbV0sGEduU/BgQ/A1FjO4RW+orzoC2B1nERviQrk1KOPj8sX93VM7izmluI",
+	"6+6Mbx6PRLV1zbyz2OPl02/GgvrB3JtbY+Rj2X4bjZycoretypHyGRundQ3+Pljf1Zi8Eh3BKX0Ve4F5",
+	"v5hUxhDoFKn2Rlcm0zoN8SOryIqtW4MEbTq2LtF56i3wNK4B0Fi2FvgM6GC/rFSJj7i5ksDEhVx83Dnf",
+	"XfNQeHUXC2pPYJn4z2ijvaEMHtj3izjSDit5rzsadgyyr2FdpYOUsXSs070dPTWFt2yZRBtHPQhxU90J",
+	"8/5eGsqdYHLV6WBPD/Wxm3UdbjmWk3nv00QU/WSvjsxq4xDyIpHaUc9y4D+Yr4d09IKcAQEHQdSEIsm+",
+	"pIK5rhE+PY0YKwuZCxPqeH2KXmjajossXUfxwDbRqyeu8cSnbDmsDLf715yJ+wIbhZCf9cqN1XGO3IK4",
+	"zzWBL9/bDyf4TMXVxhqfZJa73BsxzHdZrVPLq56WscNz6faV2uoRL5PJPDX4W1sxByNzvOx96aYywgSD",
+	"cIgVUZQ5rguCtjmdsUeuihyvFHPedzeL/bD6MGHBo4wdrcmdwKGBJaalgD+uYFknWIkWxlKEWBrtNK3l",
+	"h4Ta0VYq5GjQPvPvKdILzmoww8duBq1MKeNPdIp2vPTZMKlP4LmnfE4zz6OxwLrNUu9plPr8HmU0uf3n",
+	"SYKlw3Tk1kjny0hYgNaKHd4t92aZD2MxnMWkIsP5E6HP77tBYdA8r3yvjmHJe/Pr9tiZc6W/gyaDEvZZ",
+	"28RtM9HJXryDSUPUYefgW3dQN5fYK9RxB8dFJPdzlUk0wiSZTEQO9Z2jEEKFZLntQPhcIOzJJQTelrIV",
+	"FZ+rUE4zbTkpZJUcFgr4Vuxmejt7jUL5C2cEYu7XzM/VS2O08bg7dtsOJscu+U19ozrU2qMfXr2F//7P",
+	"/4Ifuoere2bwtuZZ1OmQRGfz5XzJXdoSlShltIoezZfzR+T5hMtYgouMW62/0vMOGbwELKbnVUobh++D",
+	"G4sPl8tbbive75Zi6PaOXFJ8nstLvi95E0eLTptrlNLX4fudlFJQumiqbC2NQ+U4IKfegbWhKgpBeXn0",
+	"xugCXYaVhUAiTH4sUb3DHOnFnkJFbRzHSHwS7k0dZ/lb//l/heO8N2HmyfLRsVUasrr3S+lcl2eLbnO7",
+	"1HbkdG+0dS/b/nAoAXyrfffxsxxveP/vpm/onKnw5gtyt3fFYITHP3GOREx+7Hc9kck0/ux+488e3XP8",
+	"k/uNf/j0XuOf3PO89wRh66P4vljXO73/cPOhq7R/Ly0aV7dFuelSu5WJyPOZNrNwi7hW2g64F5/IVNws",
+	"Psn0ZlF7mOOG6T/QNbcb2Pa2N9zfjx+uHbLo3Em/iU8c/epFRKf9ggAf3tUYQXl75N8D6MvH/8+B2yDz",
+	"Hd+wJTE+sMP4oolmQgOHSwN1u+ZWlIa89zaMhjTtd0NoHH5i4evb7W8shNmhW4e09t4/rTiy6kVvraYh",
+	"9fB+/agvqlXDFH3Mc/ghja36Q7XupVp/I4fQzSC46OcBB5wq1s20THBPva40gS1Fgh0Va3rSt8Q49cW3",
+	"LxLh9O4E/xHf/BHfDOKb52WJ/NOqNr7xhfpBdBODrG//O9js/SiQaSfq4cz5NsfBlxe/ZLrSvR05lpZx",
+	"ah9ujf0WFN1LygfOmvuUaucrDA8shAQ8bi83cstdqLTODwe8XfDA49aEiz9HmPzwszG5X2IaS8abb7/F",
+	"iTz9F1G8d0budmhY80avubbCr6tOxyVfd0m/aztcX8afDK8s/s4e5aAbPAK/Dg/+L0Y9/3KeqEF8I5im",
+	"eup72TGIcB2Rm4b+B15tHTV0h1t18DnN4hP/f3Obw3kX6uWDPGWsoSAs9Av3MeB8N4fz6Gx+9mf/E5ix",
+	"H3qHHY7/0rsUzqGhmf98v5w9/fD1+fncP/xp5KLzl8wb2u7WiNZ4Vv2RJtwH0D8qHGTa/PPYDeZx3X3y",
+	"vbwY6vZhDFb+6n287+VB6OXNvVC67oNS1BEP4rscDOTK5KFrsloscp2IPNPWrf6y/Msyuvlw8z8BAAD/",
+	"/w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -11,43 +11,40 @@ import (
 	"os"
 	"slices"
 
-	"github.com/RoaringBitmap/roaring/v2"
-
 	"github.com/hir-ads/hir/graph"
 	"github.com/hir-ads/hir/model"
-	"github.com/hir-ads/hir/serving"
+	"github.com/hir-ads/hir/rank"
+	"github.com/hir-ads/hir/retrieval"
 )
 
 // Names of our methods in reports.
 const (
 	// MethodOurs selects both of our methods in a method list.
 	MethodOurs = "ours"
-	// MethodOursDense is exact dense retrieval with our embeddings.
+	// MethodOursDense is exact retrieval with our embeddings and re-rank:
+	// retrieval.Engine.Retrieve re-ranking every ad (Request.Exhaustive).
 	MethodOursDense = "ours-dense"
-	// MethodOursTokens is the production token index (serving.BuildSnapshot
-	// and serving.Snapshot.RetrieveVector).
+	// MethodOursTokens is the production path: retrieval.Engine.Retrieve
+	// through the token index, as POST /v1/retrieve runs it.
 	MethodOursTokens = "ours-tokens"
 )
 
-// OursOptions configures [Ours]. Zero fields take the documented defaults.
+// OursOptions configures [Ours].
 type OursOptions struct {
 	// Train configures model.Train; its zero fields take the model's
 	// defaults. Logger is set from Logger when nil.
 	Train model.TrainConfig
-	// Build configures serving.BuildSnapshot. Search.ExhaustiveMax defaults
-	// to 1 here, not the serving default (16384), so that the token stage
-	// runs on catalogues smaller than that (otherwise the index re-ranks
-	// every ad and is exact by construction).
-	Build serving.BuildOptions
-	// PriorWeight scales the ads' engagement priors in the re-rank of both
-	// methods, as POST /v1/retrieve does (0: serving.DefaultPriorWeight;
-	// negative: no prior, the embeddings alone). Build.Prior shapes the
-	// priors.
-	PriorWeight float32
-	// CoEngageWeight scales the co-engagement term in the re-rank of both
-	// methods, as POST /v1/retrieve does (0: serving.DefaultCoEngageWeight;
-	// negative: no co-engagement term). Build.CoEngage shapes the term.
-	CoEngageWeight float32
+	// Build configures retrieval.Build. Search.ExhaustiveMax defaults to 1
+	// here, not the serving default (16384), so that the token stage runs
+	// on catalogues smaller than that (otherwise the index re-ranks every ad
+	// and is exact by construction).
+	Build retrieval.BuildOptions
+	// Rank shapes the priors, the co-engagement and the definition of a new
+	// user, and Weights scale the re-rank terms, as the service's
+	// (retrieval.Options; start from rank.DefaultOptions and
+	// rank.DefaultWeights: 0 turns a setting off).
+	Rank    rank.Options
+	Weights rank.Weights
 	// ModelDir, when set, loads this model (a version directory or a data
 	// directory) instead of training one. It must have been trained on
 	// nothing later than the window's cut.
@@ -61,39 +58,29 @@ type OursOptions struct {
 	Logger *slog.Logger
 }
 
-// Ours is our model under evaluation: Fit builds a graph.Store from the
-// training view only (every entity, the structure edges and the engagement
-// at or before the cut), trains the model on it (or loads OursOptions.ModelDir)
-// and builds the serving snapshot as of the cut; users are embedded from
-// their neighbourhood as of the query time, and replayed events are added to
-// the store (no retraining). It implements [Embedder] for [Dense]; [Ours.Methods]
-// returns the exact dense method and the token index method. Not safe for
-// concurrent use.
+// Ours is our model under evaluation, answered by the service's own
+// retrieval engine: Fit builds a graph.Store from the training view only
+// (every entity, the structure edges and the engagement at or before the
+// cut) and trains the model on it (or loads OursOptions.ModelDir); the
+// generation is built as of the cut and published into a
+// retrieval.Engine; every query is an Engine.Retrieve as of the query
+// time, and replayed events are applied through Engine.Apply, as the
+// ingest path does (no retraining). [Ours.Methods] returns the exhaustive
+// and the token-index method. Not safe for concurrent use.
 type Ours struct {
-	opts  OursOptions
-	log   *slog.Logger
-	dir   string // temporary directory to remove, "" if none
-	store *graph.Store
-	model *model.Model
-	snap  *serving.Snapshot
-	cat   *Catalog
+	opts   OursOptions
+	log    *slog.Logger
+	dir    string // temporary directory to remove, "" if none
+	store  *graph.Store
+	model  *model.Model
+	engine *retrieval.Engine
+	cat    *Catalog
 
-	itemNode []uint32         // dense item -> ad node index
 	nodeItem map[uint32]int32 // ad node index -> dense item
-	userNode []graph.NodeID   // dense user -> node (Idx = VirtualIdx: not interned yet)
 
-	dense  *Dense
-	tokens *oursTokens
-
-	// last user embedding, shared by the dense and token methods of a query
-	lastUser   int32
-	lastAsOf   int64
-	lastEvents int64
-	lastVec    []float32
-	hasLast    bool
+	dense  *oursMethod
+	tokens *oursMethod
 }
-
-var _ Embedder = (*Ours)(nil)
 
 // NewOurs returns our model for the harness; pass [Ours.Methods] in
 // Config.Extra and call Close when done.
@@ -107,8 +94,6 @@ func NewOurs(opts OursOptions) *Ours {
 	if opts.TrainLog == nil {
 		opts.TrainLog = io.Discard
 	}
-	opts.PriorWeight = weightOrDefault(opts.PriorWeight, serving.DefaultPriorWeight)
-	opts.CoEngageWeight = weightOrDefault(opts.CoEngageWeight, serving.DefaultCoEngageWeight)
 	if opts.Build.Search.ExhaustiveMax == 0 {
 		opts.Build.Search.ExhaustiveMax = 1
 	}
@@ -116,44 +101,36 @@ func NewOurs(opts OursOptions) *Ours {
 		opts.Build.Logger = opts.Logger.With("component", "build")
 	}
 	o := &Ours{opts: opts, log: opts.Logger}
-	o.dense = NewDense(MethodOursDense, o)
-	o.tokens = &oursTokens{o: o}
+	o.dense = &oursMethod{o: o, name: MethodOursDense, exhaustive: true}
+	o.tokens = &oursMethod{o: o, name: MethodOursTokens}
 	return o
 }
 
-// weightOrDefault applies serving's convention for a re-rank weight: 0
-// takes def, a negative weight turns the term off.
-func weightOrDefault(w, def float32) float32 {
-	switch {
-	case w == 0:
-		return def
-	case w < 0:
-		return 0
-	}
-	return w
-}
-
-// Methods returns exact dense retrieval ([MethodOursDense]) and the token
+// Methods returns exhaustive retrieval ([MethodOursDense]) and the token
 // index ([MethodOursTokens], an [Approximator] of the former), in that order.
 func (o *Ours) Methods() []Recommender { return []Recommender{o.dense, o.tokens} }
 
 // Model returns the fitted model, nil before Fit.
 func (o *Ours) Model() *model.Model { return o.model }
 
-// Snapshot returns the serving snapshot built by Fit, nil before.
-func (o *Ours) Snapshot() *serving.Snapshot { return o.snap }
+// Engine returns the retrieval engine built by Fit, nil before.
+func (o *Ours) Engine() *retrieval.Engine { return o.engine }
 
-// Close removes the temporary training directory, if any.
+// Close releases the engine and removes the temporary training directory,
+// if any.
 func (o *Ours) Close() error {
-	if o.dir == "" {
-		return nil
+	var errs []error
+	if o.engine != nil {
+		errs = append(errs, o.engine.Close())
+		o.engine = nil
 	}
-	err := os.RemoveAll(o.dir)
-	o.dir = ""
-	if err != nil {
-		return fmt.Errorf("remove model directory: %w", err)
+	if o.dir != "" {
+		if err := os.RemoveAll(o.dir); err != nil {
+			errs = append(errs, fmt.Errorf("remove model directory: %w", err))
+		}
+		o.dir = ""
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // buildStore makes the graph store of the training view: every entity of
@@ -209,23 +186,18 @@ func interactionEvent(cat *Catalog, in Interaction) graph.Event {
 	}
 }
 
-// Fit builds the store of the training view and trains (or loads) the model.
-func (o *Ours) Fit(ctx context.Context, train *TrainView) error {
+// fit builds the store of the training view, trains (or loads) the model,
+// builds the generation as of the cut and publishes it into a new engine.
+func (o *Ours) fit(ctx context.Context, train *TrainView) error {
 	store, err := buildStore(train, o.log)
 	if err != nil {
 		return fmt.Errorf("build graph store: %w", err)
 	}
 	o.store, o.cat = store, train.Catalog
-	o.itemNode = make([]uint32, train.Catalog.NumItems())
-	o.nodeItem = make(map[uint32]int32, len(o.itemNode))
+	o.nodeItem = make(map[uint32]int32, train.Catalog.NumItems())
 	for i, id := range train.Catalog.Items {
 		n, _ := store.Lookup(graph.Ref{Type: graph.NodeAd, ID: id})
-		o.itemNode[i] = n.Idx
 		o.nodeItem[n.Idx] = int32(i)
-	}
-	o.userNode = make([]graph.NodeID, train.Catalog.NumUsers())
-	for u, id := range train.Catalog.Users {
-		o.userNode[u], _ = store.Lookup(graph.Ref{Type: graph.NodeUser, ID: id})
 	}
 	o.log.Info("graph store built", "events", store.NumEvents(), "users", store.NumNodes(graph.NodeUser),
 		"ads", store.NumNodes(graph.NodeAd), "as_of", train.AsOf)
@@ -248,109 +220,27 @@ func (o *Ours) Fit(ctx context.Context, train *TrainView) error {
 	if o.model, err = model.Load(dir); err != nil {
 		return fmt.Errorf("load model: %w", err)
 	}
-	return nil
-}
-
-// EmbedItems builds the serving snapshot as of asOf (every node embedded,
-// quantizer fitted, ads indexed) and returns the ads' vectors by dense item.
-func (o *Ours) EmbedItems(ctx context.Context, asOf int64) ([][]float32, error) {
-	if o.model == nil {
-		return nil, fmt.Errorf("%w: embed items before Fit", ErrBadConfig)
+	if o.engine, err = retrieval.NewEngine(store, retrieval.Options{Rank: o.opts.Rank, Weights: o.opts.Weights,
+		Build: o.opts.Build, NoKeywords: true, Logger: o.log}); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadConfig, err)
 	}
-	snap, err := serving.BuildSnapshot(ctx, o.model, o.store, asOf, o.opts.Build)
+	served, err := retrieval.Build(ctx, o.model, store, train.AsOf, o.opts.Build)
 	if err != nil {
-		return nil, fmt.Errorf("build snapshot: %w", err)
+		return fmt.Errorf("build generation: %w", err)
 	}
-	o.snap = snap
-	ads := snap.Embeddings[graph.NodeAd]
-	out := make([][]float32, len(o.itemNode))
-	for i, n := range o.itemNode {
-		if ads == nil {
-			break
-		}
-		if v, ok := ads.Vector(n); ok {
-			out[i] = v
-		}
-	}
-	return out, nil
+	return o.engine.Publish(ctx, served)
 }
 
-// EmbedUser embeds the user from their neighbourhood in the store as of
-// q.AsOf (in replay: including the observed events). A user unknown to the
-// store is created with no edges and embedded from its type and content.
-func (o *Ours) EmbedUser(ctx context.Context, q *Query) ([]float32, error) {
-	if o.model == nil {
-		return nil, fmt.Errorf("%w: embed user before Fit", ErrBadConfig)
-	}
-	n := o.store.NumEvents()
-	if o.hasLast && o.lastUser == q.User && o.lastAsOf == q.AsOf && o.lastEvents == n {
-		return o.lastVec, nil
-	}
-	id := o.userNode[q.User]
-	vecs, err := o.model.Embed(ctx, o.store, []graph.NodeID{id}, q.AsOf)
-	if err != nil {
-		return nil, err
-	}
-	o.lastUser, o.lastAsOf, o.lastEvents, o.lastVec, o.hasLast = q.User, q.AsOf, n, vecs[0], true
-	return vecs[0], nil
-}
-
-// Observe adds a replayed event to the store and to the ads' engagement
-// priors, as the ingest path of the service does; the model is not
-// retrained.
+// Observe applies a replayed event to the store and the served live part
+// through the engine, as the ingest path of the service does; the model is
+// not retrained.
 func (o *Ours) Observe(in Interaction) {
-	if o.store == nil {
+	if o.engine == nil {
 		return
 	}
-	ev := interactionEvent(o.cat, in)
-	added, err := o.store.AddEvent(ev)
-	if err != nil {
+	if _, err := o.engine.Apply(context.Background(), nil, []graph.Event{interactionEvent(o.cat, in)}); err != nil {
 		o.log.Warn("observe event", "err", err)
-		return
 	}
-	if added && o.snap != nil {
-		if err := o.snap.ObserveEngagement(context.Background(), o.store, []graph.Event{ev}); err != nil {
-			o.log.Warn("observe engagement", "err", err)
-		}
-	}
-}
-
-// ItemPriors returns what the re-rank adds to the dot product of every
-// item (by dense id) for q's user: PriorWeight times the ad's prior in the
-// live index (its new-user prior when the user is new) plus the
-// co-engagement term; nil when both weights are 0.
-func (o *Ours) ItemPriors(q *Query) []float32 {
-	if (o.opts.PriorWeight == 0 && o.opts.CoEngageWeight == 0) || o.snap == nil {
-		return nil
-	}
-	newUser := o.priorTerm(q).NewUser
-	idx := o.snap.Index.Snapshot()
-	boost := o.snap.CoEngagement(o.coTerm(q))
-	out := make([]float32, len(o.itemNode))
-	for i, n := range o.itemNode {
-		p, u, _ := idx.Priors(n)
-		if newUser {
-			p = u
-		}
-		out[i] = o.opts.PriorWeight*p + boost[n]
-	}
-	return out
-}
-
-// coTerm is the co-engagement term of q's re-rank, from the user's engaged
-// ads in the store as of the query, as POST /v1/retrieve reads them.
-func (o *Ours) coTerm(q *Query) serving.CoTerm {
-	co := serving.CoTerm{Weight: o.opts.CoEngageWeight}
-	if co.Weight != 0 {
-		co.Recent = o.snap.RecentAds(o.store, o.userNode[q.User], q.AsOf)
-	}
-	return co
-}
-
-// priorTerm is the prior term of q's re-rank, as POST /v1/retrieve chooses
-// it from the user's events in the store as of the query.
-func (o *Ours) priorTerm(q *Query) serving.PriorTerm {
-	return serving.PriorTerm{Weight: o.opts.PriorWeight, NewUser: o.snap.NewUser(o.store.Degree(o.userNode[q.User], q.AsOf))}
 }
 
 // TokenLevels returns our token assignment of the ads for the truth
@@ -358,10 +248,10 @@ func (o *Ours) priorTerm(q *Query) serving.PriorTerm {
 // (as of the cut, from the snapshot built by Fit).
 func (o *Ours) TokenLevels() TokenLevels {
 	return func(context.Context) ([]map[string]int, error) {
-		if o.snap == nil || o.model == nil {
+		if o.engine == nil || o.engine.Current() == nil {
 			return nil, fmt.Errorf("%w: token levels before Fit", ErrBadConfig)
 		}
-		ads := o.snap.Embeddings[graph.NodeAd]
+		ads := o.engine.Current().Gen.Embeddings[graph.NodeAd]
 		if ads == nil {
 			return nil, errors.New("no ad embeddings")
 		}
@@ -386,57 +276,71 @@ func (o *Ours) TokenLevels() TokenLevels {
 	}
 }
 
-// oursTokens is the production token index: the user vector's query bag,
-// postings, exclusions and exact re-rank through serving.Snapshot.RetrieveVector.
-type oursTokens struct {
-	o       *Ours
-	exclude *roaring.Bitmap
-	// Candidates accumulates the docs re-ranked, for the mean per query.
+// oursMethod is one of our methods: the engine's Retrieve for the query's
+// user as of the query time, excluding what the user has seen, through the
+// token index or exhaustive.
+type oursMethod struct {
+	o          *Ours
+	name       string
+	exhaustive bool
+	// candidates accumulates the ads re-ranked, for the mean per query.
 	candidates, queries int
 }
 
 var (
-	_ Recommender  = (*oursTokens)(nil)
-	_ Approximator = (*oursTokens)(nil)
+	_ Recommender  = (*oursMethod)(nil)
+	_ Observer     = (*oursMethod)(nil)
+	_ Approximator = (*oursMethod)(nil)
 )
 
-func (t *oursTokens) Name() string  { return MethodOursTokens }
-func (t *oursTokens) Exact() string { return MethodOursDense }
+func (m *oursMethod) Name() string { return m.name }
 
-// Fit checks that the dense method built the snapshot (it is fitted first).
-func (t *oursTokens) Fit(context.Context, *TrainView) error {
-	if t.o.snap == nil {
+// Fit fits Ours once: the dense method is fitted first, the token method
+// reuses its engine.
+func (m *oursMethod) Fit(ctx context.Context, train *TrainView) error {
+	if m.exhaustive {
+		return m.o.fit(ctx, train)
+	}
+	if m.o.engine == nil {
 		return fmt.Errorf("%w: %s is fitted before %s", ErrBadConfig, MethodOursTokens, MethodOursDense)
 	}
-	t.exclude = roaring.New()
 	return nil
 }
 
-// TopK retrieves through the snapshot, excluding the user's history.
-func (t *oursTokens) TopK(ctx context.Context, q *Query, dst []int32) ([]int32, error) {
-	u, err := t.o.EmbedUser(ctx, q)
+// Observe applies a replayed event once (through the token method).
+func (m *oursMethod) Observe(in Interaction) {
+	if !m.exhaustive {
+		m.o.Observe(in)
+	}
+}
+
+// TopK retrieves through the engine.
+func (m *oursMethod) TopK(ctx context.Context, q *Query, dst []int32) ([]int32, error) {
+	user := graph.Ref{Type: graph.NodeUser, ID: m.o.cat.Users[q.User]}
+	res, err := m.o.engine.Retrieve(ctx, retrieval.Request{User: &user, K: q.K, ExcludeSeen: true, AsOf: q.AsOf,
+		Exhaustive: m.exhaustive})
 	if err != nil {
-		return nil, fmt.Errorf("embed user %d: %w", q.User, err)
+		return nil, fmt.Errorf("retrieve for user %d: %w", q.User, err)
 	}
-	t.exclude.Clear()
-	for _, in := range q.History {
-		t.exclude.Add(t.o.itemNode[in.Item])
-	}
-	_, res, err := t.o.snap.RetrieveVector(ctx, u, q.K, nil, t.exclude, t.o.priorTerm(q), t.o.coTerm(q))
-	if err != nil {
-		return nil, err
-	}
-	t.candidates += res.Candidates
-	t.queries++
+	m.candidates += res.Stats.Candidates
+	m.queries++
 	dst = dst[:0]
-	for _, h := range res.Hits {
-		it, ok := t.o.nodeItem[h.ID]
+	for _, c := range res.Candidates {
+		it, ok := m.o.nodeItem[c.Ad]
 		if !ok || q.Excluded(it) {
 			continue
 		}
 		dst = append(dst, it)
 	}
 	return dst, nil
+}
+
+// Exact names the method the token index approximates.
+func (m *oursMethod) Exact() string {
+	if m.exhaustive {
+		return ""
+	}
+	return MethodOursDense
 }
 
 // MeanCandidates returns the mean number of ads the token index re-ranked

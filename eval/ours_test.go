@@ -9,12 +9,15 @@ import (
 	"github.com/hir-ads/hir/dataset"
 	"github.com/hir-ads/hir/graph"
 	"github.com/hir-ads/hir/model"
+	"github.com/hir-ads/hir/rank"
 )
 
 // tinyOurs returns options for a model small enough to train in seconds.
 func tinyOurs(dir string) OursOptions {
 	return OursOptions{
-		Dir: dir,
+		Dir:     dir,
+		Rank:    rank.DefaultOptions(),
+		Weights: rank.DefaultWeights(),
 		Train: model.TrainConfig{
 			Model: model.Config{Dim: 16, Heads: 2, Layers: 1, FFNDim: 32, EmbedDim: 16, HashK: 8, HashDim: 16,
 				TextBkts: 1 << 10, AttrBkts: 64, Prototypes: []int{4, 8, 16}},

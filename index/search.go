@@ -79,10 +79,25 @@ type Query struct {
 type Hit struct {
 	ID    uint32  `json:"id"`
 	Score float32 `json:"score"`
+	// Parts splits Score into the terms of the exact re-rank.
+	Parts Parts `json:"parts"`
 	// Tokens lists the query tokens whose postings contain the doc (the
 	// explanation); empty for docs reached by widening to the whole
 	// filtered set or by Include.
 	Tokens []Token `json:"tokens,omitempty"`
+}
+
+// Parts are the terms of a hit's exact re-rank score, which is their sum
+// (Similarity + Prior + Boost, added in that order).
+type Parts struct {
+	// Similarity is the dot product of the query vector and the doc's
+	// embedding.
+	Similarity float32 `json:"similarity"`
+	// Prior is Query.PriorWeight times the doc's prior (its new-user prior
+	// for Query.NewUser).
+	Prior float32 `json:"prior"`
+	// Boost is the doc's Query.Boost.
+	Boost float32 `json:"boost"`
 }
 
 // Stage names how candidates were generated.
@@ -302,17 +317,19 @@ func (s *Snapshot) rerank(ctx context.Context, vec []float32, priorW float32, ch
 		if e == nil {
 			continue
 		}
-		sc := Dot(vec, e)
+		parts := Parts{Similarity: Dot(vec, e), Boost: boost[id]}
+		sc := parts.Similarity
 		if priorW != 0 {
 			if p := s.prior.at(int(id)); p != nil {
-				sc += priorW * p[channel]
+				parts.Prior = priorW * p[channel]
+				sc += parts.Prior
 			}
 		}
-		sc += boost[id]
+		sc += parts.Boost
 		if len(h) < k {
-			heap.Push(&h, Hit{ID: id, Score: sc})
+			heap.Push(&h, Hit{ID: id, Score: sc, Parts: parts})
 		} else if sc > h[0].Score || (sc == h[0].Score && id < h[0].ID) {
-			h[0] = Hit{ID: id, Score: sc}
+			h[0] = Hit{ID: id, Score: sc, Parts: parts}
 			heap.Fix(&h, 0)
 		}
 	}

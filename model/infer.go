@@ -131,13 +131,10 @@ func (m *Model) Embed(ctx gocontext.Context, store *graph.Store, ids []graph.Nod
 }
 
 // EmbedSubgraphs embeds already sampled subgraphs (for example from
-// graph.Sampler.SampleVirtual for a cold-start entity); store supplies node
-// content. Subgraphs of different sizes are batched separately.
-func (m *Model) EmbedSubgraphs(ctx gocontext.Context, store *graph.Store, sgs []*graph.Subgraph) ([][]float32, error) {
-	var src Entities
-	if store != nil {
-		src = store
-	}
+// graph.Sampler.SampleVirtual for a cold-start entity); src supplies node
+// content (a *graph.Store, or a wrapper that also gives a virtual anchor's
+// content; nil: none). Subgraphs of different sizes are batched separately.
+func (m *Model) EmbedSubgraphs(ctx gocontext.Context, src Entities, sgs []*graph.Subgraph) ([][]float32, error) {
 	out := make([][]float32, len(sgs))
 	// Group by N so each group has one shape.
 	byN := map[int][]int{}

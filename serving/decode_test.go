@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"testing"
+
+	"github.com/hir-ads/hir/graph"
+	"github.com/hir-ads/hir/rank"
 )
 
 // FuzzDecodeEvents checks that the events decoder never panics, that what it
@@ -89,24 +92,25 @@ func FuzzDecodeRetrieve(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		p, err := decodeRetrieve(body)
+		p, err := decodeRetrieve(body, rank.DefaultWeights())
 		if err != nil {
 			if status, _, _ := classify(err); status < 400 || status >= 500 {
 				t.Fatalf("decode error %v maps to status %d, want 4xx", err, status)
 			}
 			return
 		}
+		req := p.req
 		switch {
-		case p.k < 1 || p.k > MaxK:
-			t.Fatalf("accepted k %d", p.k)
-		case p.priorWeight != nil && !(*p.priorWeight >= 0 && *p.priorWeight <= MaxPriorWeight):
-			t.Fatalf("accepted prior_weight %v", *p.priorWeight)
-		case p.coWeight != nil && !(*p.coWeight >= 0 && *p.coWeight <= MaxCoEngageWeight):
-			t.Fatalf("accepted coengagement_weight %v", *p.coWeight)
-		case len(p.ctxEvents) > MaxContextEvents:
-			t.Fatalf("accepted %d context events", len(p.ctxEvents))
-		case p.user == nil && len(p.ctxEvents) == 0 && p.query == "":
+		case req.K < 1 || req.K > MaxK:
+			t.Fatalf("accepted k %d", req.K)
+		case req.Weights != nil && req.Weights.Validate() != nil:
+			t.Fatalf("accepted weights %+v", *req.Weights)
+		case len(req.ContextEvents) > MaxContextEvents:
+			t.Fatalf("accepted %d context events", len(req.ContextEvents))
+		case req.User == nil && len(req.ContextEvents) == 0 && req.Query == "":
 			t.Fatalf("accepted a request with no user, context or query")
+		case req.User != nil && req.User.Type != graph.NodeUser:
+			t.Fatalf("accepted a retrieval for a %s", req.User.Type)
 		}
 	})
 }

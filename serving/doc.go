@@ -1,7 +1,7 @@
 // Package serving is HIR's REST layer (DESIGN §8): a [Server] implementing
 // the chi server interface generated from openapi.yaml ([api.ServerInterface])
-// over the event log, the graph store and the served model+index
-// [Snapshot].
+// over the event log and a retrieval engine (package retrieval), plus
+// ingestion, the background trainer actor and scale-out replicas.
 //
 // # Example
 //
@@ -9,12 +9,13 @@
 //	if err != nil {
 //		return err
 //	}
-//	srv, err := serving.New(serving.Options{Logger: logger, APIKeys: keys}, log, store)
+//	srv, err := serving.New(serving.Options{Logger: logger, APIKeys: keys,
+//		Retrieval: retrieval.Options{Rank: rank.DefaultOptions(), Weights: rank.DefaultWeights()}}, log, store)
 //	if err != nil {
 //		return err
 //	}
 //	if _, err := srv.AttachTrainer(serving.TrainerOptions{
-//		Job:   serving.NewTrainJob(store, serving.JobOptions{DataDir: "data"}),
+//		Job:   retrieval.NewTrainJob(store, retrieval.JobOptions{DataDir: "data"}),
 //		Every: time.Hour,
 //	}); err != nil {
 //		return err
@@ -47,40 +48,22 @@
 // Ingestion: POST /v1/entities and /v1/events decode the whole batch
 // strictly into graph.Entity / graph.Event (unknown fields refused), append
 // it to the event log as one batch (atomic, fsynced group commit) and only
-// then apply it to the graph store; events are idempotent by id (the log
-// and the store drop the same duplicates). When a model is served, the ads a
-// batch creates or re-links are embedded at once (cold start) and upserted
-// into the live index, and their text into the keyword index.
+// then apply it through the engine (retrieval.Engine.Apply: graph store,
+// keyword index, fresh ads embedded into the live index, priors and
+// co-engagement); events are idempotent by id (the log and the store drop
+// the same duplicates).
 //
-// Snapshots: the served [Snapshot] (model, ad index, per-type embedding
-// matrices, token catalogue) sits in an atomic.Pointer; each request loads
-// it once. Before the first one, retrieval, interests, similar and tokens
-// answer 503 and /readyz is not ready; ingestion works regardless.
-//
-// Retrieval: a known user with enough events is served its snapshot
-// embedding; a user with few events, or unknown to the snapshot, is
-// embedded on the fly (cached per model version and node degree); a request
-// with context_events (a fresh or anonymous user) is embedded from a
-// virtual subgraph of those events. The embedding's query bag feeds the
-// token index with the filter and, by default, the user's seen ads
-// excluded; keywords (query) restrict the candidates to the keyword index's
-// hits. Spans: embed, keywords, candidates, rerank.
+// Retrieval: POST /v1/retrieve is decode -> retrieval.Engine.Retrieve ->
+// encode; GET interests and similar read retrieval.Engine.Vector. Before
+// the first generation is published they answer 503 and /readyz is not
+// ready; ingestion works regardless. Spans: keywords, embed, candidates,
+// rerank (from the retrieval's stage timings).
 //
 // Training: a [Trainer] attached with [Server.AttachTrainer] runs a
-// [TrainJob] on a schedule or on POST /v1/model/train (202; 409 while one
-// runs) and publishes the snapshot it returns. [NewTrainJob] is the
-// standard job: train from the last checkpoint, validate the candidate and
-// the serving model on the latest time window, refuse a regression, then
-// [BuildSnapshot]. Requests in flight keep the snapshot they loaded.
-//
-// Persistence: a snapshot built for a model version is saved next to its
-// checkpoint ([BuildOptions.PersistDir], [SaveSnapshotFiles]): the
-// embedding matrices ([FileEmbeddings], a checksummed format fingerprinted
-// against the graph's node numbering) and the ad index ([FileIndex]).
-// [OpenSnapshot] loads them at start-up instead of re-embedding every
-// entity ([LoadSnapshot]: only nodes added since are embedded, ads missing
-// from the index or relabelled are upserted), and falls back to
-// [BuildSnapshot] with a warning when they are absent, damaged or stale.
+// retrieval.TrainJob on a schedule or on POST /v1/model/train (202; 409
+// while one runs) and publishes the generation it returns through
+// retrieval.Engine.Publish, which catches it up with what was ingested
+// during the round. Requests in flight keep what they loaded.
 //
 // Replicas: [Server.JoinCluster] makes the server one replica of a service
 // sharing a Redis (package serving/cluster): ingested batches are published

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/hir-ads/hir/api"
 	"github.com/hir-ads/hir/graph"
+	"github.com/hir-ads/hir/retrieval"
 )
 
 // waitModel polls GET /v1/model until the served version differs from old.
@@ -55,9 +57,9 @@ func TestEndToEnd(t *testing.T) {
 	w := newWorld(24, 40, 12, 3)
 	env.ingest(w)
 
-	tr, err := env.srv.AttachTrainer(TrainerOptions{Job: NewTrainJob(env.srv.Store(), JobOptions{
+	tr, err := env.srv.AttachTrainer(TrainerOptions{Job: retrieval.NewTrainJob(env.srv.Store(), retrieval.JobOptions{
 		DataDir: env.dir, Train: tinyTrain(), Tolerance: 1, // never reject here; see the regression check below
-		Build: BuildOptions{Quantizer: tinyQuantizer()},
+		Build: retrieval.BuildOptions{Quantizer: tinyQuantizer()},
 	})})
 	if err != nil {
 		t.Fatal(err)
@@ -84,7 +86,7 @@ func TestEndToEnd(t *testing.T) {
 	if v1 != "v1" {
 		t.Errorf("first version = %q, want v1", v1)
 	}
-	for _, f := range []string{FileEmbeddings, FileIndex} { // the round persisted its snapshot
+	for _, f := range []string{retrieval.FileEmbeddings, retrieval.FileIndex} { // the round persisted its snapshot
 		if _, err := os.Stat(filepath.Join(env.dir, "models", v1, f)); err != nil {
 			t.Errorf("training round did not persist %s: %v", f, err)
 		}
@@ -204,9 +206,64 @@ func TestEndToEnd(t *testing.T) {
 		if err != nil || res.JSON200 == nil || !*res.JSON200.FreshUser {
 			t.Fatalf("fresh user retrieve: %v %s", err, res.Body)
 		}
-		res, err = env.client.RetrieveCandidatesWithResponse(ctx, api.RetrieveRequest{User: &newbie})
-		if err != nil || res.ApplicationproblemJSON404 == nil {
-			t.Errorf("unknown user without context: %v %d, want 404", err, res.StatusCode())
+	})
+
+	t.Run("never-seen users", func(t *testing.T) {
+		ids := func(cs []api.Candidate) []string {
+			out := make([]string, len(cs))
+			for i, c := range cs {
+				out[i] = c.Id
+			}
+			return out
+		}
+		var first []string
+		for _, id := range []string{"stranger-1", "stranger-2"} {
+			res, err := env.client.RetrieveCandidatesWithResponse(ctx, api.RetrieveRequest{User: &api.Ref{Type: api.User, Id: id}, K: ptr(10)})
+			if err != nil || res.JSON200 == nil {
+				t.Fatalf("never-seen user %s: %v %d %s, want 200", id, err, res.StatusCode(), res.Body)
+			}
+			r := res.JSON200
+			if !*r.FreshUser || r.NewUser == nil || !*r.NewUser || len(r.Candidates) != 10 {
+				t.Errorf("never-seen user %s: fresh %v new %v, %d candidates; want fresh, new, 10", id, *r.FreshUser, r.NewUser, len(r.Candidates))
+			}
+			if first == nil {
+				first = ids(r.Candidates)
+			} else if got := ids(r.Candidates); !slices.Equal(got, first) {
+				t.Errorf("two never-seen users without content got %v and %v, want the same new-user candidates", first, got)
+			}
+		}
+		// Inline content: the user is embedded from it.
+		content := &struct {
+			Attrs *map[string]string `json:"attrs,omitempty"`
+			Text  *string            `json:"text,omitempty"`
+		}{Attrs: &map[string]string{"geo": "fr", "device": "mobile"}, Text: ptr("trail running shoes")}
+		res, err := env.client.RetrieveCandidatesWithResponse(ctx, api.RetrieveRequest{User: &api.Ref{Type: api.User, Id: "stranger-3"},
+			K: ptr(10), UserContent: content, Explain: ptr(true)})
+		if err != nil || res.JSON200 == nil || len(res.JSON200.Candidates) != 10 || !*res.JSON200.FreshUser {
+			t.Fatalf("never-seen user with content: %v %s", err, res.Body)
+		}
+		// The explanation's parts add up to the score.
+		for _, c := range res.JSON200.Candidates {
+			if c.Parts == nil {
+				t.Fatalf("explain: candidate %s without parts", c.Id)
+			}
+			if sum := c.Parts.Similarity + c.Parts.Prior + c.Parts.Coengagement; math.Abs(float64(sum-c.Score)) > 1e-4 {
+				t.Errorf("candidate %s: parts %+v sum to %v, score %v", c.Id, *c.Parts, sum, c.Score)
+			}
+		}
+		// Retrieval is for users: another type is a 400, not the ad itself.
+		st, h, body := env.raw(http.MethodPost, "/v1/retrieve", "application/json", "",
+			strings.NewReader(`{"user":{"type":"ad","id":"ad3"}}`))
+		if st != http.StatusBadRequest {
+			t.Errorf("retrieve for an ad: %d %s, want 400", st, body)
+		} else if p := problem(t, h, body); p.Detail == nil || !strings.Contains(*p.Detail, "users") {
+			t.Errorf("retrieve for an ad: detail %v", p.Detail)
+		}
+		// Bad inline content is refused.
+		st, _, body = env.raw(http.MethodPost, "/v1/retrieve", "application/json", "",
+			strings.NewReader(`{"user":{"type":"user","id":"x"},"user_content":{"attrs":{"a":1}}}`))
+		if st != http.StatusBadRequest {
+			t.Errorf("user_content with a number attribute: %d %s, want 400", st, body)
 		}
 	})
 
@@ -326,7 +383,7 @@ func TestEndToEnd(t *testing.T) {
 		target := before[len(before)-1].Id // the ad the embeddings rank last for u0
 		prior := func() float32 {
 			id, _ := env.srv.Store().Lookup(graph.Ref{Type: graph.NodeAd, ID: target})
-			p, _, _ := env.srv.Snapshot().Index.Snapshot().Priors(id.Idx)
+			p, _, _ := env.srv.Served().Live.Index.Snapshot().Priors(id.Idx)
 			return p
 		}
 		p0 := prior()
@@ -372,7 +429,7 @@ func TestEndToEnd(t *testing.T) {
 			if !ok {
 				t.Fatalf("ad %s not stored", name)
 			}
-			p, _, ok := env.srv.Snapshot().Index.Snapshot().Priors(id.Idx)
+			p, _, ok := env.srv.Served().Live.Index.Snapshot().Priors(id.Idx)
 			if !ok {
 				t.Fatalf("ad %s not indexed", name)
 			}
@@ -608,17 +665,17 @@ func TestEndToEnd(t *testing.T) {
 		}
 		// The ads posted since the first snapshot survive the rebuild (they
 		// are in the graph): ad-new, ad-launch and ad-vintage.
-		if n := env.srv.Snapshot().IndexSize(); n != 43 {
+		if n := env.srv.Served().IndexSize(); n != 43 {
 			t.Errorf("index size after rebuild = %d, want 43", n)
 		}
 	})
 
 	t.Run("regression gate", func(t *testing.T) {
-		job := NewTrainJob(env.srv.Store(), JobOptions{DataDir: env.dir, Train: tinyTrain(), Tolerance: -1,
-			Build: BuildOptions{Quantizer: tinyQuantizer()}, Log: io.Discard})
-		_, _, err := job(ctx, env.srv.Snapshot())
-		if !errors.Is(err, ErrRegressed) {
-			t.Errorf("job with an impossible bar: err = %v, want ErrRegressed", err)
+		job := retrieval.NewTrainJob(env.srv.Store(), retrieval.JobOptions{DataDir: env.dir, Train: tinyTrain(), Tolerance: -1,
+			Build: retrieval.BuildOptions{Quantizer: tinyQuantizer()}, Log: io.Discard})
+		_, _, err := job(ctx, env.srv.Served())
+		if !errors.Is(err, retrieval.ErrRegressed) {
+			t.Errorf("job with an impossible bar: err = %v, want retrieval.ErrRegressed", err)
 		}
 	})
 }

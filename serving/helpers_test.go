@@ -26,6 +26,8 @@ import (
 	"github.com/hir-ads/hir/graph"
 	"github.com/hir-ads/hir/index"
 	"github.com/hir-ads/hir/model"
+	"github.com/hir-ads/hir/rank"
+	"github.com/hir-ads/hir/retrieval"
 )
 
 func TestMain(m *testing.M) {
@@ -83,6 +85,11 @@ func newEnv(t *testing.T, opts Options) *testEnv {
 	}
 	if opts.APIKeys == nil {
 		opts.APIKeys = []string{testKey}
+	}
+	if opts.Retrieval.Rank == (rank.Options{}) && opts.Retrieval.Weights == (rank.Weights{}) {
+		r := defaultRetrieval()
+		r.Build, r.EmbedCacheSize = opts.Retrieval.Build, opts.Retrieval.EmbedCacheSize
+		opts.Retrieval = r
 	}
 	srv, err := New(opts, log, store)
 	if err != nil {
@@ -364,4 +371,9 @@ func mustJSON(t testing.TB, v any) []byte {
 
 func eventlogBatch(ents []graph.Entity, evs []graph.Event) eventlog.Batch {
 	return eventlog.Batch{Entities: ents, Events: evs}
+}
+
+// defaultRetrieval returns the service's default retrieval options.
+func defaultRetrieval() retrieval.Options {
+	return retrieval.Options{Rank: rank.DefaultOptions(), Weights: rank.DefaultWeights()}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/hir-ads/hir/api"
 	"github.com/hir-ads/hir/eventlog"
 	"github.com/hir-ads/hir/graph"
+	"github.com/hir-ads/hir/retrieval"
 )
 
 // OpenStore opens (or creates) the event log in opts.Dir and replays it into
@@ -21,35 +22,13 @@ import (
 func OpenStore(ctx context.Context, opts eventlog.Options, storeOpts graph.Options) (*eventlog.Log, *graph.Store, eventlog.OpenReport, error) {
 	store := graph.NewStore(storeOpts)
 	log, rep, err := eventlog.Open(ctx, opts, func(b eventlog.Batch) error {
-		_, err := applyBatch(store, b.Entities, b.Events)
+		_, err := retrieval.ApplyToStore(store, b.Entities, b.Events)
 		return err
 	})
 	if err != nil {
 		return nil, nil, rep, fmt.Errorf("open event log: %w", err)
 	}
 	return log, store, rep, nil
-}
-
-// applyBatch applies a stored batch to store: entities first (so events find
-// their content), then events. Duplicate event ids are skipped by the store;
-// it returns the events that were new.
-func applyBatch(store *graph.Store, ents []graph.Entity, evs []graph.Event) ([]graph.Event, error) {
-	for i := range ents {
-		if _, err := store.UpsertEntity(ents[i]); err != nil {
-			return nil, fmt.Errorf("apply entity %s: %w", ents[i].Ref(), err)
-		}
-	}
-	added := make([]graph.Event, 0, len(evs))
-	for i := range evs {
-		ok, err := store.AddEvent(evs[i])
-		if err != nil {
-			return nil, fmt.Errorf("apply event %d: %w", i, err)
-		}
-		if ok {
-			added = append(added, evs[i])
-		}
-	}
-	return added, nil
 }
 
 // PostEntities upserts a batch of entities, all or nothing.
@@ -132,26 +111,20 @@ func (s *Server) ingest(ctx context.Context, b eventlog.Batch) (api.IngestResult
 		return api.IngestResult{}, fmt.Errorf("append batch: %w", err)
 	}
 	// The batch is durable: apply it even if the client has gone away, so the
-	// in-memory graph matches the log.
-	added, err := applyBatch(s.store, b.Entities, b.Events)
-	if err != nil {
-		s.logger.Error("stored batch failed to apply to the graph", "seq", res.Seq, "err", err)
-		return api.IngestResult{}, fmt.Errorf("apply batch %d: %w", res.Seq, err)
-	}
+	// in-memory graph and the served live part match the log.
 	actx := context.WithoutCancel(ctx)
+	if added, err := s.engine.Apply(actx, b.Entities, b.Events); err != nil {
+		if added == nil { // the graph refused it
+			s.logger.Error("stored batch failed to apply to the graph", "seq", res.Seq, "err", err)
+			return api.IngestResult{}, fmt.Errorf("apply batch %d: %w", res.Seq, err)
+		}
+		// The batch is in the graph; the live part catches up at the next
+		// publication.
+		s.logger.Warn("update the served live part", "seq", res.Seq, "err", err)
+	}
 	s.tel.ingested.Add(actx, int64(res.Entities), metric.WithAttributes(attribute.String("kind", "entity")))
 	s.tel.ingested.Add(actx, int64(res.Events), metric.WithAttributes(attribute.String("kind", "event")))
 	s.tel.ingested.Add(actx, int64(res.Duplicates), metric.WithAttributes(attribute.String("kind", "duplicate")))
-	snap := s.snap.Load()
-	if err := s.indexFresh(actx, snap, b); err != nil {
-		// The batch is stored; the ads will be indexed by the next training run.
-		s.logger.Warn("index fresh ads", "seq", res.Seq, "err", err)
-	}
-	if snap != nil {
-		if err := snap.ObserveEngagement(actx, s.store, added); err != nil {
-			s.logger.Warn("update ad priors", "seq", res.Seq, "err", err)
-		}
-	}
 	out := api.IngestResult{Entities: res.Entities, Events: res.Events, Duplicates: res.Duplicates}
 	if res.Seq != 0 {
 		seq := int64(res.Seq)

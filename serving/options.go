@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/hir-ads/hir/retrieval"
 )
 
 // Defaults applied by [New] to zero fields of [Options].
@@ -18,7 +20,6 @@ const (
 	DefaultRateBurst       int           = 2000
 	DefaultMaxRateKeys     int           = 100_000
 	DefaultMaxBatchItems   int           = 50_000
-	DefaultEmbedCacheSize  int           = 100_000
 )
 
 // ErrBadOptions is returned by [New] for invalid options.
@@ -57,25 +58,11 @@ type Options struct {
 	// MaxRateKeys bounds the number of buckets kept (default 100000).
 	MaxRateKeys int
 
-	// TextIndexDir holds the bleve keyword index of ad text; empty keeps it
-	// in memory, rebuilt from the graph at start-up.
-	TextIndexDir string
-	// MinUserEvents is the number of events below which a user is embedded
-	// on the fly from its current neighbourhood rather than served from the
-	// snapshot (default 3).
-	MinUserEvents int
-	// PriorWeight scales the ads' engagement priors in the exact re-rank of
-	// POST /v1/retrieve when a request names none (0: DefaultPriorWeight;
-	// negative: no prior, rank by the embeddings alone).
-	PriorWeight float32
-	// CoEngageWeight scales the co-engagement term (BuildOptions.CoEngage)
-	// in the exact re-rank of POST /v1/retrieve when a request names none
-	// (0: DefaultCoEngageWeight; negative: no co-engagement term).
-	CoEngageWeight float32
-
-	// EmbedCacheSize bounds the per-model-version cache of user embeddings
-	// (default 100000 entries).
-	EmbedCacheSize int
+	// Retrieval configures the retrieval engine: the ranking settings, the
+	// default re-rank weights, the keyword index and the embedding cache
+	// (start from rank.DefaultOptions and rank.DefaultWeights; see
+	// retrieval.Options).
+	Retrieval retrieval.Options
 }
 
 func (o *Options) applyDefaults() error {
@@ -103,18 +90,6 @@ func (o *Options) applyDefaults() error {
 	if o.MaxRateKeys == 0 {
 		o.MaxRateKeys = DefaultMaxRateKeys
 	}
-	if err := reRankWeight(&o.PriorWeight, DefaultPriorWeight, MaxPriorWeight, "prior weight"); err != nil {
-		return err
-	}
-	if err := reRankWeight(&o.CoEngageWeight, DefaultCoEngageWeight, MaxCoEngageWeight, "co-engagement weight"); err != nil {
-		return err
-	}
-	if o.MinUserEvents == 0 {
-		o.MinUserEvents = 3
-	}
-	if o.EmbedCacheSize == 0 {
-		o.EmbedCacheSize = DefaultEmbedCacheSize
-	}
 	switch {
 	case o.MaxBodyBytes < 0:
 		return fmt.Errorf("%w: MaxBodyBytes %d < 0", ErrBadOptions, o.MaxBodyBytes)
@@ -129,21 +104,6 @@ func (o *Options) applyDefaults() error {
 		if len(k) < 8 {
 			return fmt.Errorf("%w: APIKeys[%d] is shorter than 8 characters", ErrBadOptions, i)
 		}
-	}
-	return nil
-}
-
-// reRankWeight applies the convention of a re-rank weight option: 0 takes
-// def, a negative value turns the term off (0), and above limit is an
-// error.
-func reRankWeight(w *float32, def, limit float32, name string) error {
-	switch {
-	case *w == 0:
-		*w = def
-	case *w < 0:
-		*w = 0
-	case *w > limit:
-		return fmt.Errorf("%w: %s %v above %v", ErrBadOptions, name, *w, limit)
 	}
 	return nil
 }

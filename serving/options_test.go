@@ -3,34 +3,34 @@ package serving
 import (
 	"errors"
 	"testing"
+
+	"github.com/hir-ads/hir/rank"
+	"github.com/hir-ads/hir/retrieval"
 )
 
-func TestReRankWeight(t *testing.T) {
-	tests := []struct {
-		in, want float32
-		err      bool
+// TestRetrievalOptionsValidated checks that New refuses ranking settings
+// out of range (rank's Validate) with ErrBadOptions.
+func TestRetrievalOptionsValidated(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(*retrieval.Options)
 	}{
-		{0, 3, false},     // default
-		{-1, 0, false},    // off
-		{2.5, 2.5, false}, // as given
-		{10, 10, false},   // at the limit
-		{10.5, 0, true},   // above it
-	}
-	for _, tc := range tests {
-		w := tc.in
-		err := reRankWeight(&w, 3, 10, "test weight")
-		if tc.err {
-			if !errors.Is(err, ErrBadOptions) {
-				t.Errorf("reRankWeight(%v) error = %v, want ErrBadOptions", tc.in, err)
+		{"co-engagement weight above the limit", func(o *retrieval.Options) { o.Weights.CoEngagement = rank.MaxCoEngageWeight + 1 }},
+		{"negative prior weight", func(o *retrieval.Options) { o.Weights.Prior = -1 }},
+		{"fresh rank 0", func(o *retrieval.Options) { o.Rank.Prior.FreshRank = 0 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ro := defaultRetrieval()
+			tc.edit(&ro)
+			dir := t.TempDir()
+			log, store, _, err := OpenStore(t.Context(), eventlogOptions(dir), graphOptions())
+			if err != nil {
+				t.Fatal(err)
 			}
-			continue
-		}
-		if err != nil || w != tc.want {
-			t.Errorf("reRankWeight(%v) = %v, %v; want %v", tc.in, w, err, tc.want)
-		}
-	}
-	o := Options{CoEngageWeight: MaxCoEngageWeight + 1}
-	if err := o.applyDefaults(); !errors.Is(err, ErrBadOptions) {
-		t.Errorf("co-engagement weight above the limit: %v, want ErrBadOptions", err)
+			defer log.Close()
+			if _, err := New(Options{Retrieval: ro}, log, store); !errors.Is(err, ErrBadOptions) {
+				t.Errorf("New = %v, want ErrBadOptions", err)
+			}
+		})
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/hir-ads/hir/graph"
 	"github.com/hir-ads/hir/index"
 	"github.com/hir-ads/hir/model"
+	"github.com/hir-ads/hir/retrieval"
 )
 
 // persistEnv is a server over a small ingested world and a tiny model
@@ -25,7 +26,7 @@ type persistEnv struct {
 	*testEnv
 	m    *model.Model
 	ckpt string
-	opts BuildOptions
+	opts retrieval.BuildOptions
 }
 
 func newPersistEnv(t *testing.T) *persistEnv {
@@ -41,15 +42,16 @@ func newPersistEnv(t *testing.T) *persistEnv {
 		t.Fatal(err)
 	}
 	return &persistEnv{testEnv: env, m: m, ckpt: ck.Dir,
-		opts: BuildOptions{Quantizer: tinyQuantizer(), Logger: env.srv.logger}}
+		opts: retrieval.BuildOptions{Quantizer: tinyQuantizer(), Logger: env.srv.logger}}
 }
 
 // candidates publishes snap and retrieves k candidates for each user
 // through the HTTP API.
-func (e *persistEnv) candidates(t *testing.T, snap *Snapshot, users []string, k int) map[string][]api.Candidate {
+func (e *persistEnv) candidates(t *testing.T, snap *retrieval.Served, users []string, k int) map[string][]api.Candidate {
 	t.Helper()
-	e.srv.Publish(snap)
-	e.srv.cache.reset()
+	if err := e.srv.Publish(context.Background(), snap); err != nil {
+		t.Fatal(err)
+	}
 	out := map[string][]api.Candidate{}
 	for _, u := range users {
 		res, err := e.client.RetrieveCandidatesWithResponse(context.Background(),
@@ -82,11 +84,11 @@ func TestPersistedSnapshot(t *testing.T) {
 
 	opts := env.opts
 	opts.PersistDir = env.ckpt
-	fresh, err := BuildSnapshot(ctx, env.m, store, asOf, opts)
+	fresh, err := retrieval.Build(ctx, env.m, store, asOf, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{FileEmbeddings, FileIndex} {
+	for _, f := range []string{retrieval.FileEmbeddings, retrieval.FileIndex} {
 		if _, err := os.Stat(filepath.Join(env.ckpt, f)); err != nil {
 			t.Fatalf("BuildSnapshot with PersistDir did not write %s: %v", f, err)
 		}
@@ -94,20 +96,20 @@ func TestPersistedSnapshot(t *testing.T) {
 	want := env.candidates(t, fresh, users, 10)
 
 	t.Run("load gives the fresh build's results", func(t *testing.T) {
-		loaded, st, err := LoadSnapshot(ctx, env.m, store, env.ckpt, asOf, env.opts)
+		loaded, st, err := retrieval.Load(ctx, env.m, store, env.ckpt, asOf, env.opts)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if st.Loaded != numNodes(store) || st.Embedded != 0 || st.Upserted != 0 || st.IndexRebuilt {
 			t.Errorf("stats = %+v, want all %d nodes loaded and nothing recomputed", st, numNodes(store))
 		}
-		if diff := cmp.Diff(fresh.Embeddings, loaded.Embeddings, cmpopts.IgnoreUnexported(Matrix{})); diff != "" {
+		if diff := cmp.Diff(fresh.Gen.Embeddings, loaded.Gen.Embeddings, cmpopts.IgnoreUnexported(retrieval.Matrix{})); diff != "" {
 			t.Errorf("embeddings differ (-fresh +loaded):\n%s", diff)
 		}
-		if loaded.IndexSize() != fresh.IndexSize() || loaded.AsOf != fresh.AsOf {
-			t.Errorf("loaded index size %d as of %d, fresh %d as of %d", loaded.IndexSize(), loaded.AsOf, fresh.IndexSize(), fresh.AsOf)
+		if loaded.IndexSize() != fresh.IndexSize() || loaded.Gen.AsOf != fresh.Gen.AsOf {
+			t.Errorf("loaded index size %d as of %d, fresh %d as of %d", loaded.IndexSize(), loaded.Gen.AsOf, fresh.IndexSize(), fresh.Gen.AsOf)
 		}
-		if diff := cmp.Diff(fresh.Catalogue.Tokens(), loaded.Catalogue.Tokens()); diff != "" {
+		if diff := cmp.Diff(fresh.Gen.Catalogue.Tokens(), loaded.Gen.Catalogue.Tokens()); diff != "" {
 			t.Errorf("catalogue tokens differ:\n%s", diff)
 		}
 		got := env.candidates(t, loaded, users, 10)
@@ -138,7 +140,7 @@ func TestPersistedSnapshot(t *testing.T) {
 			t.Fatalf("post events: %v %s", err, r.Body)
 		}
 		now := store.MaxTS()
-		loaded, st, err := LoadSnapshot(ctx, env.m, store, env.ckpt, now, env.opts)
+		loaded, st, err := retrieval.Load(ctx, env.m, store, env.ckpt, now, env.opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -153,7 +155,7 @@ func TestPersistedSnapshot(t *testing.T) {
 			if !ok {
 				t.Fatalf("%v not in the graph", ref)
 			}
-			got, ok := loaded.Embeddings[ref.Type].Vector(id.Idx)
+			got, ok := loaded.Gen.Embeddings[ref.Type].Vector(id.Idx)
 			if !ok {
 				t.Fatalf("%v has no embedding in the loaded snapshot", ref)
 			}
@@ -166,12 +168,12 @@ func TestPersistedSnapshot(t *testing.T) {
 			}
 		}
 		adNew, _ := store.Lookup(graph.Ref{Type: graph.NodeAd, ID: "ad-new"})
-		attrs, ok := loaded.Index.Snapshot().Attrs(adNew.Idx)
+		attrs, ok := loaded.Live.Index.Snapshot().Attrs(adNew.Idx)
 		if !ok || len(attrs[index.AttrCampaign]) != 1 || attrs[index.AttrCampaign][0] != "camp1" {
 			t.Errorf("new ad in index = %v, %v; want it with campaign camp1", ok, attrs)
 		}
 		ad0, _ := store.Lookup(graph.Ref{Type: graph.NodeAd, ID: "ad0"})
-		if attrs, _ := loaded.Index.Snapshot().Attrs(ad0.Idx); len(attrs["status"]) != 1 || attrs["status"][0] != "paused" {
+		if attrs, _ := loaded.Live.Index.Snapshot().Attrs(ad0.Idx); len(attrs["status"]) != 1 || attrs["status"][0] != "paused" {
 			t.Errorf("ad0 attributes in the loaded index = %v, want status paused", attrs)
 		}
 
@@ -179,10 +181,10 @@ func TestPersistedSnapshot(t *testing.T) {
 		// recomputes nothing.
 		o := env.opts
 		o.PersistDir = env.ckpt
-		if _, err := OpenSnapshot(ctx, env.m, store, env.ckpt, now, o); err != nil {
+		if _, err := retrieval.Open(ctx, env.m, store, env.ckpt, now, o); err != nil {
 			t.Fatal(err)
 		}
-		_, st, err = LoadSnapshot(ctx, env.m, store, env.ckpt, now, env.opts)
+		_, st, err = retrieval.Load(ctx, env.m, store, env.ckpt, now, env.opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -191,12 +193,12 @@ func TestPersistedSnapshot(t *testing.T) {
 		}
 	})
 
-	good, err := os.ReadFile(filepath.Join(env.ckpt, FileEmbeddings))
+	good, err := os.ReadFile(filepath.Join(env.ckpt, retrieval.FileEmbeddings))
 	if err != nil {
 		t.Fatal(err)
 	}
-	reencode := func(edit func(f *EmbeddingsFile)) []byte {
-		f, err := DecodeEmbeddings(good)
+	reencode := func(edit func(f *retrieval.EmbeddingsFile)) []byte {
+		f, err := retrieval.DecodeEmbeddings(good)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -217,27 +219,27 @@ func TestPersistedSnapshot(t *testing.T) {
 		sentinel error
 		warning  string
 	}{
-		{"truncated", good[:len(good)-100], ErrCorruptEmbeddings, "checksum mismatch"},
-		{"empty", nil, ErrCorruptEmbeddings, "truncated"},
-		{"flipped bit", flipped, ErrCorruptEmbeddings, "checksum mismatch"},
-		{"bad magic", badMagic, ErrCorruptEmbeddings, "bad magic"},
-		{"other model version", reencode(func(f *EmbeddingsFile) { f.Version = "v99" }), ErrStaleFiles, "v99"},
-		{"other graph", reencode(func(f *EmbeddingsFile) { f.Fingerprints[graph.NodeUser] ^= 1 }), ErrStaleFiles, "other entities"},
+		{"truncated", good[:len(good)-100], retrieval.ErrCorruptEmbeddings, "checksum mismatch"},
+		{"empty", nil, retrieval.ErrCorruptEmbeddings, "truncated"},
+		{"flipped bit", flipped, retrieval.ErrCorruptEmbeddings, "checksum mismatch"},
+		{"bad magic", badMagic, retrieval.ErrCorruptEmbeddings, "bad magic"},
+		{"other model version", reencode(func(f *retrieval.EmbeddingsFile) { f.Version = "v99" }), retrieval.ErrStaleFiles, "v99"},
+		{"other graph", reencode(func(f *retrieval.EmbeddingsFile) { f.Fingerprints[graph.NodeUser] ^= 1 }), retrieval.ErrStaleFiles, "other entities"},
 	}
 	for _, tt := range tests {
 		t.Run("fallback on "+tt.name, func(t *testing.T) {
-			path := filepath.Join(env.ckpt, FileEmbeddings)
+			path := filepath.Join(env.ckpt, retrieval.FileEmbeddings)
 			if err := os.WriteFile(path, tt.content, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			if _, _, err := LoadSnapshot(ctx, env.m, store, env.ckpt, store.MaxTS(), env.opts); !errors.Is(err, tt.sentinel) ||
+			if _, _, err := retrieval.Load(ctx, env.m, store, env.ckpt, store.MaxTS(), env.opts); !errors.Is(err, tt.sentinel) ||
 				!strings.Contains(err.Error(), tt.warning) {
 				t.Fatalf("LoadSnapshot error = %v, want %v mentioning %q", err, tt.sentinel, tt.warning)
 			}
 			before := len(env.logBuf.String())
 			o := env.opts
 			o.PersistDir = env.ckpt
-			snap, err := OpenSnapshot(ctx, env.m, store, env.ckpt, store.MaxTS(), o)
+			snap, err := retrieval.Open(ctx, env.m, store, env.ckpt, store.MaxTS(), o)
 			if err != nil {
 				t.Fatalf("OpenSnapshot did not fall back: %v", err)
 			}
@@ -246,17 +248,17 @@ func TestPersistedSnapshot(t *testing.T) {
 				!strings.Contains(logged, tt.warning) {
 				t.Errorf("no warning naming the defect %q; log:\n%s", tt.warning, logged)
 			}
-			if _, ok := snap.Metrics["build_seconds"]; !ok || snap.IndexSize() != store.NumNodes(graph.NodeAd) {
-				t.Errorf("fallback snapshot metrics %v, index size %d: want a full build", snap.Metrics, snap.IndexSize())
+			if _, ok := snap.Gen.Metrics["build_seconds"]; !ok || snap.IndexSize() != store.NumNodes(graph.NodeAd) {
+				t.Errorf("fallback snapshot metrics %v, index size %d: want a full build", snap.Gen.Metrics, snap.IndexSize())
 			}
-			if _, st, err := LoadSnapshot(ctx, env.m, store, env.ckpt, store.MaxTS(), env.opts); err != nil || st.Changed() {
+			if _, st, err := retrieval.Load(ctx, env.m, store, env.ckpt, store.MaxTS(), env.opts); err != nil || st.Changed() {
 				t.Errorf("after the fallback the files were not rewritten: %v %+v", err, st)
 			}
 		})
 	}
 
 	t.Run("corrupt index is rebuilt from the embeddings", func(t *testing.T) {
-		path := filepath.Join(env.ckpt, FileIndex)
+		path := filepath.Join(env.ckpt, retrieval.FileIndex)
 		b, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
@@ -266,7 +268,7 @@ func TestPersistedSnapshot(t *testing.T) {
 			t.Fatal(err)
 		}
 		before := len(env.logBuf.String())
-		snap, st, err := LoadSnapshot(ctx, env.m, store, env.ckpt, store.MaxTS(), env.opts)
+		snap, st, err := retrieval.Load(ctx, env.m, store, env.ckpt, store.MaxTS(), env.opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -276,101 +278,6 @@ func TestPersistedSnapshot(t *testing.T) {
 		if logged := env.logBuf.String()[before:]; !strings.Contains(logged, "persisted index unusable") ||
 			!strings.Contains(logged, index.ErrCorrupt.Error()) {
 			t.Errorf("no warning about the corrupt index; log:\n%s", logged)
-		}
-	})
-}
-
-// smallEmbeddings is a valid file of two types for codec tests.
-func smallEmbeddings() *EmbeddingsFile {
-	mk := func(idx []uint32, dim int) *Matrix {
-		vecs := make([][]float32, len(idx))
-		for i := range vecs {
-			vecs[i] = make([]float32, dim)
-			for j := range vecs[i] {
-				vecs[i][j] = float32(i*dim+j) / 10
-			}
-		}
-		m, _ := NewMatrix(dim, idx, vecs)
-		return m
-	}
-	return &EmbeddingsFile{Version: "v3", AsOf: 1_700_000_000_000, Dim: 3,
-		Matrices:     map[graph.NodeType]*Matrix{graph.NodeUser: mk([]uint32{0, 1, 2, 5}, 3), graph.NodeAd: mk([]uint32{0, 1}, 3)},
-		Fingerprints: map[graph.NodeType]uint64{graph.NodeUser: 42, graph.NodeAd: 7}}
-}
-
-func TestEmbeddingsCodec(t *testing.T) {
-	f := smallEmbeddings()
-	b, err := f.Encode()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := DecodeEmbeddings(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(f, got, cmpopts.IgnoreUnexported(Matrix{})); diff != "" {
-		t.Fatalf("round trip (-want +got):\n%s", diff)
-	}
-	if v, ok := got.Matrices[graph.NodeUser].Vector(5); !ok || v[0] != 0.9 {
-		t.Errorf("decoded matrix row index: Vector(5) = %v, %v", v, ok)
-	}
-	t.Run("every truncation is refused", func(t *testing.T) {
-		for n := range len(b) {
-			if _, err := DecodeEmbeddings(b[:n]); !errors.Is(err, ErrCorruptEmbeddings) {
-				t.Fatalf("%d of %d bytes: err = %v, want ErrCorruptEmbeddings", n, len(b), err)
-			}
-		}
-	})
-	t.Run("every bit flip is refused", func(t *testing.T) {
-		for i := range len(b) * 8 {
-			c := append([]byte(nil), b...)
-			c[i/8] ^= 1 << (i % 8)
-			if _, err := DecodeEmbeddings(c); !errors.Is(err, ErrCorruptEmbeddings) {
-				t.Fatalf("bit %d flipped: err = %v, want ErrCorruptEmbeddings", i, err)
-			}
-		}
-	})
-	t.Run("atomic file write", func(t *testing.T) {
-		dir := t.TempDir()
-		path := filepath.Join(dir, FileEmbeddings)
-		if err := WriteEmbeddingsFile(path, f); err != nil {
-			t.Fatal(err)
-		}
-		ents, _ := os.ReadDir(dir)
-		if len(ents) != 1 {
-			t.Errorf("directory holds %d entries after the write, want only the file", len(ents))
-		}
-		if _, err := ReadEmbeddingsFile(path); err != nil {
-			t.Error(err)
-		}
-		if _, err := ReadEmbeddingsFile(filepath.Join(dir, "absent")); !errors.Is(err, os.ErrNotExist) {
-			t.Errorf("absent file: err = %v, want os.ErrNotExist", err)
-		}
-	})
-}
-
-func FuzzDecodeEmbeddings(f *testing.F) {
-	b, err := smallEmbeddings().Encode()
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Add(b)
-	f.Add(b[:40])
-	f.Add([]byte{})
-	f.Fuzz(func(t *testing.T, data []byte) {
-		ef, err := DecodeEmbeddings(data)
-		if err != nil {
-			if !errors.Is(err, ErrCorruptEmbeddings) {
-				t.Fatalf("error %v does not wrap ErrCorruptEmbeddings", err)
-			}
-			return
-		}
-		out, err := ef.Encode()
-		if err != nil {
-			t.Fatalf("decoded file does not re-encode: %v", err)
-		}
-		if string(out) != string(data) {
-			t.Fatalf("re-encoding differs from the input")
 		}
 	})
 }

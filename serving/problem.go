@@ -11,13 +11,14 @@ import (
 	"github.com/hir-ads/hir/api"
 	"github.com/hir-ads/hir/graph"
 	"github.com/hir-ads/hir/index"
+	"github.com/hir-ads/hir/retrieval"
 )
 
 // Sentinel errors. Handlers wrap them; writeProblem maps each to its HTTP
 // status. Callers outside the package may test for them with errors.Is.
 var (
 	// ErrNoSnapshot means no model has been trained or loaded yet.
-	ErrNoSnapshot = errors.New("no model trained yet: POST /v1/model/train or wait for the background trainer")
+	ErrNoSnapshot = retrieval.ErrNoGeneration
 	// ErrBadRequest marks an invalid request (body, parameter or filter).
 	ErrBadRequest = errors.New("bad request")
 	// ErrNotFound marks an unknown entity, token or route.
@@ -99,7 +100,7 @@ func classify(err error) (status int, slug, title string) {
 		return http.StatusTooManyRequests, "rate-limited", "Too many requests"
 	case errors.Is(err, ErrMethodNotAllowed):
 		return http.StatusMethodNotAllowed, "method-not-allowed", "Method not allowed"
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, ErrNotFound), errors.Is(err, retrieval.ErrNotFound):
 		return http.StatusNotFound, "not-found", "Not found"
 	case errors.Is(err, ErrTrainingInProgress):
 		return http.StatusConflict, "training-in-progress", "Training in progress"
@@ -113,7 +114,7 @@ func classify(err error) (status int, slug, title string) {
 		return http.StatusServiceUnavailable, "shutting-down", "Shutting down"
 	case errors.Is(err, context.DeadlineExceeded):
 		return http.StatusServiceUnavailable, "timeout", "Request timed out"
-	case errors.Is(err, ErrBadRequest), errors.As(err, &itemErr), errors.As(err, &syntaxErr),
+	case errors.Is(err, ErrBadRequest), errors.Is(err, retrieval.ErrBadRequest), errors.As(err, &itemErr), errors.As(err, &syntaxErr),
 		errors.As(err, &typeErr), errors.As(err, &paramErr), errors.As(err, &reqParamErr),
 		errors.Is(err, index.ErrBadFilter), errors.Is(err, index.ErrBadQuery), errors.Is(err, index.ErrBadTextQuery),
 		isGraphValidation(err):

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hir-ads/hir/eventlog"
 	"github.com/hir-ads/hir/model"
+	"github.com/hir-ads/hir/retrieval"
 	"github.com/hir-ads/hir/serving/cluster"
 )
 
@@ -35,9 +36,9 @@ type ClusterOptions struct {
 	// Lease configures the trainer's leader lease (name "trainer", TTL 15 s
 	// by default).
 	Lease cluster.LeaseOptions
-	// Build configures the snapshots built from models published by other
+	// Build configures the generations built from models published by other
 	// replicas.
-	Build BuildOptions
+	Build retrieval.BuildOptions
 	// PublishTimeout bounds the publication of one ingested batch (default
 	// DefaultPublishTimeout).
 	PublishTimeout time.Duration
@@ -65,10 +66,10 @@ type replication struct {
 //     index fresh ads), idempotent by event id;
 //   - Run runs the attached trainer only while this replica holds the
 //     leader lease, and each snapshot it publishes is announced in the
-//     model registry with its checkpoint directory ([Snapshot.Dir]);
+//     model registry with its checkpoint directory (retrieval.Generation.Dir);
 //   - Run watches the registry and hot-swaps the models the other replicas
 //     publish: [model.Load] of the announced directory (which must be
-//     readable here: a shared filesystem), [OpenSnapshot] over the local
+//     readable here: a shared filesystem), retrieval.Open over the local
 //     graph (the publisher's persisted files when they match this graph's
 //     node numbering, else a full re-embedding), [Server.Publish].
 //
@@ -80,7 +81,6 @@ func (s *Server) JoinCluster(c *cluster.Client, opts ClusterOptions) error {
 	if opts.PublishTimeout <= 0 {
 		opts.PublishTimeout = DefaultPublishTimeout
 	}
-	opts.Build.applyDefaults()
 	lease, err := c.NewLease(opts.Lease)
 	if err != nil {
 		return fmt.Errorf("join cluster: %w", err)
@@ -170,17 +170,17 @@ func (s *Server) publishBatch(ctx context.Context, b eventlog.Batch, seq uint64)
 
 // announce publishes a snapshot the local trainer made to the model
 // registry. Failures are logged: the other replicas keep their model.
-func (s *Server) announce(ctx context.Context, snap *Snapshot) {
+func (s *Server) announce(ctx context.Context, gen *retrieval.Generation) {
 	r := s.repl.Load()
 	if r == nil {
 		return
 	}
-	if snap.Dir == "" {
-		s.logger.Warn("trained snapshot has no checkpoint directory: not announced to the cluster", "version", snap.Version)
+	if gen.Dir == "" {
+		s.logger.Warn("trained generation has no checkpoint directory: not announced to the cluster", "version", gen.Version)
 		return
 	}
-	info := cluster.ModelInfo{Version: RegistryVersion(snap.Version, r.client.ReplicaID()), Dir: snap.Dir,
-		TrainedAt: snap.TrainedAt, Metrics: snap.Metrics}
+	info := cluster.ModelInfo{Version: RegistryVersion(gen.Version, r.client.ReplicaID()), Dir: gen.Dir,
+		TrainedAt: gen.TrainedAt, Metrics: gen.Metrics}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.opts.PublishTimeout)
 	defer cancel()
 	if err := r.registry.Publish(ctx, info); err != nil {
@@ -201,7 +201,7 @@ func RegistryVersion(modelVersion, replicaID string) string {
 // start).
 func (s *Server) hotSwap(ctx context.Context, r *replication, info cluster.ModelInfo) {
 	dir := filepath.Clean(info.Dir)
-	if cur := s.snap.Load(); cur != nil && cur.Dir != "" && cur.Dir == dir {
+	if cur := s.engine.Current(); cur != nil && cur.Gen.Dir != "" && cur.Gen.Dir == dir {
 		return
 	}
 	start := time.Now()
@@ -218,26 +218,28 @@ func (s *Server) hotSwap(ctx context.Context, r *replication, info cluster.Model
 	}
 	build := r.opts.Build
 	build.PersistDir = "" // the directory is the publisher's: read its files (if they match this graph), never write
-	snap, err := OpenSnapshot(ctx, m, s.store, dir, s.store.MaxTS(), build)
+	next, err := retrieval.Open(ctx, m, s.store, dir, s.store.MaxTS(), build)
+	if err == nil {
+		gen := next.Gen
+		gen.Dir = dir
+		if !info.TrainedAt.IsZero() {
+			gen.TrainedAt = info.TrainedAt
+		}
+		for k, v := range info.Metrics {
+			if _, ok := gen.Metrics[k]; !ok {
+				gen.Metrics[k] = v
+			}
+		}
+		err = s.Publish(ctx, next)
+	}
 	if err != nil {
 		outcome = "failed"
 		if ctx.Err() == nil {
-			s.logger.Error("build snapshot of announced model", "version", info.Version, "err", err)
+			s.logger.Error("serve announced model", "version", info.Version, "err", err)
 		}
 		return
 	}
-	snap.Dir = dir
-	if !info.TrainedAt.IsZero() {
-		snap.TrainedAt = info.TrainedAt
-	}
-	for k, v := range info.Metrics {
-		if _, ok := snap.Metrics[k]; !ok {
-			snap.Metrics[k] = v
-		}
-	}
-	s.Publish(snap)
-	s.cache.reset()
-	s.logger.Info("hot-swapped model from the cluster", "version", snap.Version, "publisher", info.Publisher,
+	s.logger.Info("hot-swapped model from the cluster", "version", next.Gen.Version, "publisher", info.Publisher,
 		"dir", dir, "elapsed", time.Since(start))
 }
 

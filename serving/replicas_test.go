@@ -19,6 +19,7 @@ import (
 
 	"github.com/hir-ads/hir/api"
 	"github.com/hir-ads/hir/graph"
+	"github.com/hir-ads/hir/retrieval"
 	"github.com/hir-ads/hir/serving/cluster"
 )
 
@@ -96,7 +97,7 @@ func startReplica(t *testing.T, prefix, id, dir string) *replica {
 		_ = srv.Close()
 		t.Fatal(err)
 	}
-	build := BuildOptions{Quantizer: tinyQuantizer(), Logger: logger}
+	build := retrieval.BuildOptions{Quantizer: tinyQuantizer(), Logger: logger}
 	if err := srv.JoinCluster(cl, ClusterOptions{
 		Stream:   cluster.StreamOptions{Block: 200 * time.Millisecond, RetryBackoff: 50 * time.Millisecond},
 		Registry: cluster.RegistryOptions{PollInterval: 500 * time.Millisecond},
@@ -108,7 +109,7 @@ func startReplica(t *testing.T, prefix, id, dir string) *replica {
 	if err := srv.JoinCluster(cl, ClusterOptions{}); !errors.Is(err, ErrBadOptions) {
 		t.Errorf("second JoinCluster = %v, want ErrBadOptions", err)
 	}
-	if _, err := srv.AttachTrainer(TrainerOptions{Job: NewTrainJob(store, JobOptions{
+	if _, err := srv.AttachTrainer(TrainerOptions{Job: retrieval.NewTrainJob(store, retrieval.JobOptions{
 		DataDir: dir, Train: tinyTrain(), Tolerance: 1, Build: build,
 	})}); err != nil {
 		t.Fatal(err)
@@ -237,17 +238,17 @@ func TestClusterReplicas(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := b.srv.Snapshot().Dir; got != wantDir {
+	if got := b.srv.Served().Gen.Dir; got != wantDir {
 		t.Errorf("B serves the model of %q, want %q", got, wantDir)
 	}
-	if n := b.srv.Snapshot().IndexSize(); n != 40 {
+	if n := b.srv.Served().IndexSize(); n != 40 {
 		t.Errorf("B's index holds %d ads, want 40", n)
 	}
 	if _, err := os.Stat(filepath.Join(b.dir, "models")); !os.IsNotExist(err) {
 		t.Errorf("B trained although it does not lead (models dir: %v)", err)
 	}
-	if a.srv.Snapshot().Dir != wantDir {
-		t.Errorf("A serves %q, want its own %q (its own announcement must not reload it)", a.srv.Snapshot().Dir, wantDir)
+	if a.srv.Served().Gen.Dir != wantDir {
+		t.Errorf("A serves %q, want its own %q (its own announcement must not reload it)", a.srv.Served().Gen.Dir, wantDir)
 	}
 
 	// B → A: a new ad with its campaign edge, posted to B, reaches A's graph
@@ -262,9 +263,9 @@ func TestClusterReplicas(t *testing.T) {
 	}
 	eventually(t, 10*time.Second, "B's new ad in A's graph and live index", func() bool {
 		_, ok := a.srv.Store().Lookup(graph.Ref{Type: graph.NodeAd, ID: "ad-new"})
-		return ok && a.srv.Store().NumEvents() == wantEvents+1 && a.srv.Snapshot().IndexSize() == 41
+		return ok && a.srv.Store().NumEvents() == wantEvents+1 && a.srv.Served().IndexSize() == 41
 	})
-	if n := b.srv.Snapshot().IndexSize(); n != 41 {
+	if n := b.srv.Served().IndexSize(); n != 41 {
 		t.Errorf("B's index holds %d ads after its own new ad, want 41", n)
 	}
 

@@ -18,12 +18,12 @@ import (
 	"github.com/hir-ads/hir/api"
 	"github.com/hir-ads/hir/eventlog"
 	"github.com/hir-ads/hir/graph"
-	"github.com/hir-ads/hir/index"
+	"github.com/hir-ads/hir/retrieval"
 )
 
 // Server is the HIR REST server: it implements [api.ServerInterface] over an
-// event log, a graph store and the current model+index [Snapshot]. Safe for
-// concurrent use.
+// event log and a retrieval engine (package retrieval), which owns the
+// graph store and the served generation. Safe for concurrent use.
 type Server struct {
 	opts      Options
 	logger    *slog.Logger
@@ -37,12 +37,10 @@ type Server struct {
 	closeOnce sync.Once
 	closeErr  error
 
-	snap     atomic.Pointer[Snapshot]
+	engine   *retrieval.Engine
 	trainer  atomic.Pointer[Trainer]
 	repl     atomic.Pointer[replication] // nil outside a cluster
 	draining atomic.Bool
-	cache    *embedCache
-	text     *index.TextIndex
 }
 
 var _ api.ServerInterface = (*Server)(nil)
@@ -57,8 +55,7 @@ func New(opts Options, log *eventlog.Log, store *graph.Store) (*Server, error) {
 	if log == nil || store == nil {
 		return nil, fmt.Errorf("%w: nil log or store", ErrBadOptions)
 	}
-	s := &Server{opts: opts, logger: opts.Logger.With("component", "serving"), log: log, store: store,
-		cache: newEmbedCache(opts.EmbedCacheSize)}
+	s := &Server{opts: opts, logger: opts.Logger.With("component", "serving"), log: log, store: store}
 	for _, k := range opts.APIKeys {
 		s.keyHashes = append(s.keyHashes, sha256.Sum256([]byte(k)))
 	}
@@ -72,15 +69,12 @@ func New(opts Options, log *eventlog.Log, store *graph.Store) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	if s.text, err = index.NewTextIndex(opts.TextIndexDir); err != nil {
-		return nil, fmt.Errorf("open text index: %w", err)
+	ropts := opts.Retrieval
+	if ropts.Logger == nil {
+		ropts.Logger = opts.Logger
 	}
-	if opts.TextIndexDir == "" {
-		start := time.Now()
-		if err := s.indexAllText(context.Background()); err != nil {
-			return nil, err
-		}
-		s.logger.Info("keyword index built", "ads", store.NumNodes(graph.NodeAd), "elapsed", time.Since(start))
+	if s.engine, err = retrieval.NewEngine(store, ropts); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadOptions, err)
 	}
 	s.tel = tel
 	s.handler = s.routes()
@@ -120,17 +114,17 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // Store returns the graph store the server applies ingested batches to.
 func (s *Server) Store() *graph.Store { return s.store }
 
-// Snapshot returns the snapshot currently served, or nil before the first.
-func (s *Server) Snapshot() *Snapshot { return s.snap.Load() }
+// Engine returns the retrieval engine the server answers from.
+func (s *Server) Engine() *retrieval.Engine { return s.engine }
 
-// Publish makes snap the snapshot served to new requests; requests in flight
-// keep the one they loaded. snap must not be modified afterwards.
-func (s *Server) Publish(snap *Snapshot) {
-	if snap == nil {
-		return
-	}
-	s.snap.Store(snap)
-	s.logger.Info("snapshot published", "version", snap.Version, "index_size", snap.IndexSize())
+// Served returns the generation served now, or nil before the first.
+func (s *Server) Served() *retrieval.Served { return s.engine.Current() }
+
+// Publish serves next to new requests once it has caught up with what was
+// ingested since it was built ([retrieval.Engine.Publish]); requests in
+// flight keep what they loaded. next must not be modified afterwards.
+func (s *Server) Publish(ctx context.Context, next *retrieval.Served) error {
+	return s.engine.Publish(ctx, next)
 }
 
 // Run serves on ln until ctx is done, running the attached trainer beside
@@ -192,8 +186,8 @@ func (s *Server) close() error {
 	if err := s.log.Close(); err != nil && !errors.Is(err, eventlog.ErrClosed) {
 		errs = append(errs, fmt.Errorf("close event log: %w", err))
 	}
-	if err := s.text.Close(); err != nil {
-		errs = append(errs, fmt.Errorf("close text index: %w", err))
+	if err := s.engine.Close(); err != nil {
+		errs = append(errs, err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -203,33 +197,14 @@ func (s *Server) close() error {
 	return errors.Join(errs...)
 }
 
-// indexAllText puts the text of every stored ad into the keyword index.
-func (s *Server) indexAllText(ctx context.Context) error {
-	n := s.store.NumNodes(graph.NodeAd)
-	docs := map[uint32]index.TextDoc{}
-	for i := range n {
-		id := graph.NodeID{Type: graph.NodeAd, Idx: uint32(i)}
-		if e := s.store.Entity(id); e != nil && e.Text != "" {
-			docs[id.Idx] = textDoc(e)
-		}
-		if len(docs) == 4096 || (i == n-1 && len(docs) > 0) {
-			if err := s.text.Index(ctx, docs); err != nil {
-				return fmt.Errorf("index ad text: %w", err)
-			}
-			clear(docs)
-		}
-	}
-	return nil
-}
-
 // gauges implements gaugeSource for the metrics scrape.
 func (s *Server) gauges() gaugeValues {
 	var g gaugeValues
-	if snap := s.snap.Load(); snap != nil {
+	if cur := s.engine.Current(); cur != nil {
 		g.ready = true
-		g.modelVersion = snap.Version
-		g.trainedAtSec = float64(snap.TrainedAt.UnixMilli()) / 1000
-		g.indexSize = int64(snap.IndexSize())
+		g.modelVersion = cur.Gen.Version
+		g.trainedAtSec = float64(cur.Gen.TrainedAt.UnixMilli()) / 1000
+		g.indexSize = int64(cur.IndexSize())
 	}
 	if t := s.trainer.Load(); t != nil {
 		g.trainerLoss, g.hasLoss = t.LastLoss()
@@ -243,13 +218,13 @@ func (s *Server) Healthz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, api.Health{Status: "ok"})
 }
 
-// Readyz answers 200 once a snapshot is served, 503 before and while
+// Readyz answers 200 once a generation is served, 503 before and while
 // draining.
 func (s *Server) Readyz(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case s.draining.Load():
 		s.writeProblem(w, r, ErrShuttingDown)
-	case s.snap.Load() == nil:
+	case s.engine.Current() == nil:
 		s.writeProblem(w, r, ErrNoSnapshot)
 	default:
 		writeJSON(w, http.StatusOK, api.Health{Status: "ready"})
@@ -269,17 +244,17 @@ func (s *Server) GetModel(w http.ResponseWriter, r *http.Request) {
 		running := t.Running()
 		st.Training = &running
 	}
-	if snap := s.snap.Load(); snap != nil {
+	if cur := s.engine.Current(); cur != nil {
 		st.Ready = true
-		v := snap.Version
+		v := cur.Gen.Version
 		st.Version = &v
-		at := snap.TrainedAt.UTC()
+		at := cur.Gen.TrainedAt.UTC()
 		st.TrainedAt = &at
-		n := snap.IndexSize()
+		n := cur.IndexSize()
 		st.IndexSize = &n
-		if len(snap.Metrics) > 0 {
-			m := make(map[string]float32, len(snap.Metrics))
-			for k, v := range snap.Metrics {
+		if len(cur.Gen.Metrics) > 0 {
+			m := make(map[string]float32, len(cur.Gen.Metrics))
+			for k, v := range cur.Gen.Metrics {
 				m[k] = float32(v)
 			}
 			st.Metrics = &m

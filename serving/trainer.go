@@ -12,23 +12,14 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+
+	"github.com/hir-ads/hir/retrieval"
 )
-
-// ErrRegressed is returned (wrapped) by a [TrainJob] whose candidate model
-// scores worse than the serving one on the validation window; the trainer
-// then keeps the serving snapshot.
-var ErrRegressed = errors.New("candidate model regressed on validation")
-
-// TrainJob runs one training round: from the serving snapshot prev (nil
-// before the first), it trains a candidate, validates it, and returns the
-// complete next snapshot to publish, its training loss, or an error. It must
-// honour ctx and must not modify prev.
-type TrainJob func(ctx context.Context, prev *Snapshot) (next *Snapshot, loss float64, err error)
 
 // TrainerOptions configures a [Trainer].
 type TrainerOptions struct {
-	// Job is the training round. Required.
-	Job TrainJob
+	// Job is the training round (retrieval.NewTrainJob). Required.
+	Job retrieval.TrainJob
 	// Every runs a round on this period; 0 runs rounds only when triggered.
 	Every time.Duration
 	// Timeout bounds one round (default 1h).
@@ -39,7 +30,8 @@ type TrainerOptions struct {
 
 // Trainer is the background training actor attached to a [Server]: it runs
 // a round on a schedule or on [Trainer.Trigger], one at a time, and
-// publishes the snapshot a round returns. Safe for concurrent use.
+// publishes the generation a round returns (caught up with what was
+// ingested during the round: [retrieval.Engine.Publish]). Safe for concurrent use.
 type Trainer struct {
 	opts    TrainerOptions
 	srv     *Server
@@ -129,7 +121,7 @@ func (t *Trainer) Run(ctx context.Context) error {
 	}
 }
 
-// RunOnce runs one round synchronously and publishes its snapshot when it
+// RunOnce runs one round synchronously and publishes its generation when it
 // succeeds. It returns the round's error (also kept for LastErr).
 func (t *Trainer) RunOnce(ctx context.Context) error {
 	if !t.busy.CompareAndSwap(false, true) {
@@ -146,27 +138,30 @@ func (t *Trainer) round(ctx context.Context) error {
 	ctx, span := t.srv.tel.tracer.Start(ctx, "train")
 	defer span.End()
 	start := time.Now()
-	prev := t.srv.snap.Load()
+	prev := t.srv.engine.Current()
 	next, loss, err := t.opts.Job(ctx, prev)
 	outcome := "published"
 	switch {
 	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
 		outcome = "cancelled" // shutdown; a timeout is a failure
 		t.logger.Info("training round cancelled", "err", err, "elapsed", time.Since(start))
-	case errors.Is(err, ErrRegressed):
+	case errors.Is(err, retrieval.ErrRegressed):
 		outcome = "rejected"
 		t.logger.Info("candidate model rejected", "err", err, "elapsed", time.Since(start))
 	case err != nil:
 		outcome = "failed"
 		t.logger.Error("training round failed", "err", err, "elapsed", time.Since(start))
 	case next == nil:
-		outcome, err = "failed", errors.New("training job returned no snapshot")
+		outcome, err = "failed", errors.New("training job returned no generation")
 	default:
+		if err = t.srv.Publish(ctx, next); err != nil {
+			outcome = "failed"
+			t.logger.Error("publish trained generation", "version", next.Gen.Version, "err", err)
+			break
+		}
 		t.lossBits.Store(math.Float64bits(loss))
-		t.srv.Publish(next)
-		t.srv.cache.reset()
-		t.srv.announce(ctx, next)
-		t.logger.Info("training round published", "version", next.Version, "loss", loss, "elapsed", time.Since(start))
+		t.srv.announce(ctx, next.Gen)
+		t.logger.Info("training round published", "version", next.Gen.Version, "loss", loss, "elapsed", time.Since(start))
 	}
 	span.SetAttributes(attribute.String("hir.outcome", outcome))
 	t.srv.tel.trainRuns.Add(context.WithoutCancel(ctx), 1, metric.WithAttributes(attribute.String("outcome", outcome)))

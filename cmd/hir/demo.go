@@ -323,8 +323,8 @@ func demoCalls(ex *demoExamples, token string, now time.Time) []demoCall {
 // so that the token call names a real one.
 func printDemo(ctx context.Context, w io.Writer, srv *serving.Server, base, key, dir string, ex *demoExamples) error {
 	version, ads := "none", 0
-	if snap := srv.Snapshot(); snap != nil {
-		version, ads = snap.Version, snap.IndexSize()
+	if cur := srv.Served(); cur != nil {
+		version, ads = cur.Gen.Version, cur.IndexSize()
 	}
 	token, err := firstToken(ctx, base, ex.user)
 	if err != nil {

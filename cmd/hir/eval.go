@@ -54,10 +54,8 @@ func parseEvalFlags(e *env, args []string) (*evalFlags, error) {
 	if err := prior.check(); err != nil {
 		return nil, errors.Join(errUsage, err)
 	}
-	f.ours.PriorWeight = prior.servingWeight()
-	f.ours.Build.Prior = prior.options()
-	f.ours.CoEngageWeight = prior.coWeightServing()
-	f.ours.Build.CoEngage = prior.coOptions()
+	f.ours.Weights = prior.weights()
+	f.ours.Rank = prior.options()
 	if f.cfg.Data == "" {
 		fs.Usage()
 		return nil, errors.Join(errUsage, errors.New("--data is required"))

@@ -1,18 +1,16 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"time"
 
-	"github.com/hir-ads/hir/serving"
+	"github.com/hir-ads/hir/rank"
 )
 
 // priorFlags are the flags of the re-rank's terms besides the embeddings
 // (the ads' engagement priors and the co-engagement term), shared by serve,
-// eval and the demo. On the command line 0 turns a part off; serving's
-// options take a negative value for that (0 is their default).
+// eval and the demo. As in package rank, 0 turns a part off.
 type priorFlags struct {
 	weight      float64
 	halfLife    time.Duration
@@ -28,14 +26,15 @@ type priorFlags struct {
 	coHalfLife  float64
 }
 
-// defaultPriorFlags returns the flags' defaults: serving's.
+// defaultPriorFlags returns the flags' defaults: rank's.
 func defaultPriorFlags() priorFlags {
-	return priorFlags{weight: serving.DefaultPriorWeight, halfLife: serving.DefaultPriorHalfLife,
-		impressions: serving.DefaultPriorImpressions, freshWindow: serving.DefaultFreshWindow,
-		freshRank: serving.DefaultFreshRank, freshEvents: serving.DefaultFreshEvents,
-		newUser: serving.DefaultNewUserEvents, newShrink: serving.DefaultNewUserShrink,
-		coWeight: serving.DefaultCoEngageWeight, coWindow: serving.DefaultCoEngageWindow,
-		coHistory: serving.DefaultCoEngageHistory, coHalfLife: serving.DefaultCoEngageHalfLife}
+	o, w := rank.DefaultOptions(), rank.DefaultWeights()
+	return priorFlags{weight: float64(w.Prior), halfLife: o.Prior.HalfLife,
+		impressions: o.Prior.ImpressionWeight, freshWindow: o.Prior.FreshWindow,
+		freshRank: o.Prior.FreshRank, freshEvents: o.Prior.FreshEvents,
+		newUser: int(o.NewUser), newShrink: o.Prior.NewUserShrink,
+		coWeight: float64(w.CoEngagement), coWindow: o.CoEngage.WindowAds,
+		coHistory: o.CoEngage.HistoryAds, coHalfLife: o.CoEngage.HalfLifeAds}
 }
 
 // register adds the flags to fs, with p's values as their defaults.
@@ -54,39 +53,29 @@ func (p *priorFlags) register(fs *flag.FlagSet, weightUsage string) {
 	fs.Float64Var(&p.coHalfLife, "coengage-half-life", p.coHalfLife, "the user's ad engaged with this many ads ago weighs half as much as the latest in the co-engagement term")
 }
 
-// check reports flag values that are out of range.
+// check reports flag values that are out of range (rank's Validate, named
+// by flag).
 func (p *priorFlags) check() error {
-	if p.weight < 0 || p.halfLife < 0 || p.impressions < 0 || p.freshWindow < 0 || p.freshEvents < 0 || p.newUser < 0 || p.newShrink < 0 || p.freshRank < 1 {
-		return errors.New("--prior-weight, --prior-half-life, --prior-impressions, --fresh-window, --fresh-events, --new-user-events and --new-user-shrink must be >= 0, --fresh-rank >= 1")
+	if err := p.options().Validate(); err != nil {
+		return fmt.Errorf("--prior-*, --fresh-*, --new-user-* and --coengage-* flags: %w", err)
 	}
-	if p.coWeight < 0 || p.coWeight > serving.MaxCoEngageWeight || p.coWindow < 0 || p.coHistory < 1 || !(p.coHalfLife > 0) {
-		return fmt.Errorf("--coengage-weight must be in 0..%v, --coengage-window >= 0, --coengage-history >= 1, --coengage-half-life > 0", serving.MaxCoEngageWeight)
+	if err := p.weights().Validate(); err != nil {
+		return fmt.Errorf("--prior-weight, --coengage-weight: %w", err)
 	}
 	return nil
 }
 
-// servingWeight is the re-rank weight in serving's convention.
-func (p *priorFlags) servingWeight() float32 { return offIfZero(float32(p.weight)) }
-
-// options are the prior options in serving's convention.
-func (p *priorFlags) options() serving.PriorOptions {
-	return serving.PriorOptions{HalfLife: offIfZero(p.halfLife), Impressions: offIfZero(p.impressions),
-		FreshWindow: offIfZero(p.freshWindow), FreshRank: p.freshRank, FreshEvents: offIfZero(p.freshEvents),
-		NewUserEvents: offIfZero(p.newUser), NewUserShrink: offIfZero(p.newShrink)}
+// weights are the re-rank weights of the flags.
+func (p *priorFlags) weights() rank.Weights {
+	return rank.Weights{Prior: float32(p.weight), CoEngagement: float32(p.coWeight)}
 }
 
-// coWeightServing is the co-engagement weight in serving's convention.
-func (p *priorFlags) coWeightServing() float32 { return offIfZero(float32(p.coWeight)) }
-
-// coOptions are the co-engagement options in serving's convention.
-func (p *priorFlags) coOptions() serving.CoEngageOptions {
-	return serving.CoEngageOptions{Window: offIfZero(p.coWindow), History: p.coHistory, HalfLife: p.coHalfLife}
-}
-
-// offIfZero maps a flag's 0 ("off") to serving's -1 ("off"; 0 is its default).
-func offIfZero[T int | float32 | float64 | time.Duration](v T) T {
-	if v == 0 {
-		return -1
+// options are the ranking options of the flags.
+func (p *priorFlags) options() rank.Options {
+	return rank.Options{
+		Prior: rank.PriorOptions{HalfLife: p.halfLife, ImpressionWeight: p.impressions, FreshWindow: p.freshWindow,
+			FreshRank: p.freshRank, FreshEvents: p.freshEvents, NewUserShrink: p.newShrink},
+		CoEngage: rank.CoEngageOptions{WindowAds: p.coWindow, HistoryAds: p.coHistory, HalfLifeAds: p.coHalfLife},
+		NewUser:  rank.NewUser(p.newUser),
 	}
-	return v
 }

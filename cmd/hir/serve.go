@@ -18,6 +18,7 @@ import (
 	"github.com/hir-ads/hir/eventlog"
 	"github.com/hir-ads/hir/graph"
 	"github.com/hir-ads/hir/model"
+	"github.com/hir-ads/hir/retrieval"
 	"github.com/hir-ads/hir/serving"
 	"github.com/hir-ads/hir/serving/cluster"
 )
@@ -55,9 +56,9 @@ type serveConfig struct {
 	ready func(ctx context.Context, srv *serving.Server, addr net.Addr)
 }
 
-// build returns the snapshot build options of the served snapshots.
-func (cfg *serveConfig) build(logger *slog.Logger) serving.BuildOptions {
-	return serving.BuildOptions{Logger: logger, Prior: cfg.prior.options(), CoEngage: cfg.prior.coOptions()}
+// build returns the build options of the served generations.
+func (cfg *serveConfig) build(logger *slog.Logger) retrieval.BuildOptions {
+	return retrieval.BuildOptions{Logger: logger}
 }
 
 func runServe(ctx context.Context, e *env, args []string) error {
@@ -137,8 +138,8 @@ func serve(ctx context.Context, e *env, cfg serveConfig) error {
 	store.Compact()
 	logger.Info("event log replayed", "batches", rep.Batches, "events", store.NumEvents(), "elapsed", time.Since(start))
 	srv, err := serving.New(serving.Options{Logger: logger, APIKeys: cfg.apiKeys, ReadAuth: cfg.readAuth,
-		RatePerSecond: cfg.ratePerSecond, RateBurst: cfg.rateBurst, PriorWeight: cfg.prior.servingWeight(),
-		CoEngageWeight: cfg.prior.coWeightServing()}, log, store)
+		RatePerSecond: cfg.ratePerSecond, RateBurst: cfg.rateBurst,
+		Retrieval: retrieval.Options{Rank: cfg.prior.options(), Weights: cfg.prior.weights(), Build: cfg.build(logger)}}, log, store)
 	if err != nil {
 		return errors.Join(fmt.Errorf("create server: %w", err), log.Close())
 	}
@@ -154,7 +155,7 @@ func serve(ctx context.Context, e *env, cfg serveConfig) error {
 	train := cfg.train
 	train.Logger = logger
 	if _, err := srv.AttachTrainer(serving.TrainerOptions{
-		Job:   serving.NewTrainJob(store, serving.JobOptions{DataDir: cfg.dataDir, Train: train, Build: cfg.build(logger)}),
+		Job:   retrieval.NewTrainJob(store, retrieval.JobOptions{DataDir: cfg.dataDir, Train: train, Build: cfg.build(logger)}),
 		Every: cfg.trainEvery,
 	}); err != nil {
 		return errors.Join(err, srv.Close())
@@ -214,7 +215,7 @@ func connectCluster(ctx context.Context, cfg serveConfig, logger *slog.Logger) (
 // added since are embedded), otherwise by embedding every entity and then
 // persisting those files — and publishes it. Without a model, the server
 // answers retrieval with 503 until one is trained.
-func publishStored(ctx context.Context, srv *serving.Server, dataDir string, build serving.BuildOptions) error {
+func publishStored(ctx context.Context, srv *serving.Server, dataDir string, build retrieval.BuildOptions) error {
 	logger := build.Logger
 	dir, err := model.LatestVersionDir(dataDir)
 	if errors.Is(err, model.ErrNoCheckpoint) {
@@ -230,22 +231,21 @@ func publishStored(ctx context.Context, srv *serving.Server, dataDir string, bui
 	}
 	store := srv.Store()
 	build.PersistDir = dir
-	snap, err := serving.OpenSnapshot(ctx, m, store, dir, store.MaxTS(), build)
+	next, err := retrieval.Open(ctx, m, store, dir, store.MaxTS(), build)
 	if err != nil {
-		return fmt.Errorf("build snapshot of %s: %w", m.Version(), err)
+		return fmt.Errorf("build generation of %s: %w", m.Version(), err)
 	}
-	addStoredMetrics(snap, dir)
+	addStoredMetrics(next.Gen, dir)
 	if abs, err := filepath.Abs(dir); err == nil {
-		snap.Dir = abs
+		next.Gen.Dir = abs
 	}
-	srv.Publish(snap)
-	return nil
+	return srv.Publish(ctx, next)
 }
 
 // addStoredMetrics copies the training metrics of checkpoint dir into snap
 // (as the trainer's rounds do) and dates the snapshot by the checkpoint.
 // A missing or unreadable metrics file leaves snap as it is.
-func addStoredMetrics(snap *serving.Snapshot, dir string) {
+func addStoredMetrics(snap *retrieval.Generation, dir string) {
 	path := filepath.Join(dir, model.FileMetrics)
 	b, err := os.ReadFile(path)
 	if err != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/hir-ads/hir/dataset"
 	"github.com/hir-ads/hir/graph"
 	"github.com/hir-ads/hir/model"
+	"github.com/hir-ads/hir/retrieval"
 	"github.com/hir-ads/hir/serving"
 )
 
@@ -291,16 +292,16 @@ func TestServePersistedSnapshot(t *testing.T) {
 		return got, stderr.String()
 	}
 	first, log1 := start()
-	if !strings.Contains(log1, "no persisted snapshot files") || !strings.Contains(log1, "snapshot files persisted") {
+	if !strings.Contains(log1, "no persisted snapshot files") || !strings.Contains(log1, "generation files persisted") {
 		t.Errorf("first start-up did not build and persist the snapshot; log:\n%s", log1)
 	}
-	for _, f := range []string{serving.FileEmbeddings, serving.FileIndex} {
+	for _, f := range []string{retrieval.FileEmbeddings, retrieval.FileIndex} {
 		if _, err := os.Stat(filepath.Join(ck.Dir, f)); err != nil {
 			t.Errorf("first start-up did not persist %s: %v", f, err)
 		}
 	}
 	second, log2 := start()
-	if !strings.Contains(log2, "snapshot loaded from files") || strings.Contains(log2, "snapshot built") {
+	if !strings.Contains(log2, "generation loaded from files") || strings.Contains(log2, "generation built") {
 		t.Errorf("second start-up did not load the persisted snapshot; log:\n%s", log2)
 	}
 	if len(first) != 4 {

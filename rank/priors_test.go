@@ -1,6 +1,7 @@
-package serving
+package rank
 
 import (
+	"errors"
 	"math"
 	"slices"
 	"strconv"
@@ -84,9 +85,10 @@ func TestTrend(t *testing.T) {
 	engage("disliked", graph.EdgeNotInterested, t0, 4)
 	engage("stale", graph.EdgeClick, t0-14*day, 4)
 
-	opts := PriorOptions{HalfLife: 7 * 24 * time.Hour, Impressions: 0.5, FreshRank: 2, FreshEvents: 3}
-	opts.applyDefaults()
-	tr := newTrend(store, t0, t0, opts)
+	opts := DefaultOptions()
+	opts.Prior = PriorOptions{HalfLife: 7 * 24 * time.Hour, ImpressionWeight: 0.5, FreshWindow: DefaultFreshWindow,
+		FreshRank: 2, FreshEvents: 3, NewUserShrink: DefaultNewUserShrink}
+	tr := NewPriors(store, t0, t0, opts)
 	ln := func(c float64) float32 { return float32(math.Log1p(c)) }
 	floor := 2.0 // the second largest count: shown's 4 x 0.5
 	for _, tc := range []struct {
@@ -132,7 +134,7 @@ func TestTrend(t *testing.T) {
 
 	// An ad indexed later notes its launch from its entity.
 	late := ad("late", map[string]string{"start_time": date(t0 + 99*day)})
-	if all, newUser := tr.docPriors(late, store.Entity(graph.NodeID{Type: graph.NodeAd, Idx: late})); all == 0 || newUser == 0 {
+	if all, newUser := tr.Doc(late, store.Entity(graph.NodeID{Type: graph.NodeAd, Idx: late})); all == 0 || newUser == 0 {
 		t.Errorf("ad launched yesterday, indexed now: priors %v, %v, want the floors", all, newUser)
 	}
 
@@ -140,7 +142,7 @@ func TestTrend(t *testing.T) {
 	// FreshEvents engagement events of any type.
 	tried := ad("tried", map[string]string{"start_time": date(t0 + 99*day)})
 	engage("tried", graph.EdgeNotInterested, t0+100*day, 2)
-	tr2 := newTrend(store, t0, t0+100*day, opts)
+	tr2 := NewPriors(store, t0, t0+100*day, opts)
 	if got := tr2.prior(tried); got == 0 {
 		t.Errorf("fresh ad with 2 of 3 events: prior 0, want the floor")
 	}
@@ -170,17 +172,17 @@ func TestTrend(t *testing.T) {
 
 	// The floor can be turned off.
 	off := opts
-	off.FreshWindow = -1
-	if got := newTrend(store, t0, t0, off).prior(newAd); got != 0 {
+	off.Prior.FreshWindow = 0
+	if got := NewPriors(store, t0, t0, off).prior(newAd); got != 0 {
 		t.Errorf("no fresh window: prior %v, want 0", got)
 	}
 }
 
 // prior returns ad's prior (everyone's), taking the lock.
-func (t *trend) prior(ad uint32) float32 { return t.channelPrior(ad, allUsers) }
+func (t *Priors) prior(ad uint32) float32 { return t.channelPrior(ad, allUsers) }
 
 // channelPrior returns ad's prior in channel c, taking the lock.
-func (t *trend) channelPrior(ad uint32, c int) float32 {
+func (t *Priors) channelPrior(ad uint32, c int) float32 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.priorLocked(ad, c)
@@ -215,9 +217,11 @@ func TestTrendNewUsers(t *testing.T) {
 		}
 		return n.Idx
 	}
-	opts := PriorOptions{HalfLife: 1e6 * time.Hour, FreshWindow: -1, NewUserShrink: -1}
-	opts.applyDefaults()
-	tr := newTrend(store, t0, t0, opts)
+	opts := DefaultOptions()
+	opts.Prior.HalfLife = 1e6 * time.Hour
+	opts.Prior.FreshWindow = 0
+	opts.Prior.NewUserShrink = 0
+	tr := NewPriors(store, t0, t0, opts)
 	ln := func(c float64) float32 { return float32(math.Log1p(c)) }
 	near := func(a, b float32) bool { return math.Abs(float64(a-b)) < 1e-4 }
 	for _, tc := range []struct {
@@ -258,8 +262,8 @@ func TestTrendNewUsers(t *testing.T) {
 	}
 	// Shrunk toward everyone's: + half of the count over all users.
 	half := opts
-	half.NewUserShrink = 0.5
-	shrunk := newTrend(store, t0, t0+1, half)
+	half.Prior.NewUserShrink = 0.5
+	shrunk := NewPriors(store, t0, t0+1, half)
 	for _, tc := range []struct {
 		ad   string
 		want float32
@@ -274,33 +278,59 @@ func TestTrendNewUsers(t *testing.T) {
 	}
 	// Off: the new-user channel reads everyone's.
 	off := opts
-	off.NewUserEvents = -1
-	if got := newTrend(store, t0, t0+1, off).channelPrior(id("later"), newUsers); !near(got, ln(2)) {
+	off.NewUser = 0
+	if got := NewPriors(store, t0, t0+1, off).channelPrior(id("later"), newUsers); !near(got, ln(2)) {
 		t.Errorf("no new-user priors: new users' prior %v, want everyone's %v", got, ln(2))
 	}
 }
 
-func TestSnapshotNewUser(t *testing.T) {
-	on := PriorOptions{}
-	on.applyDefaults()
-	off := on
-	off.NewUserEvents = -1
+func TestNewUser(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		snap   *Snapshot
+		def    NewUser
 		events int
 		want   bool
 	}{
-		{"no events", &Snapshot{trend: &trend{opts: on}}, 0, true},
-		{"at the limit", &Snapshot{trend: &trend{opts: on}}, DefaultNewUserEvents, true},
-		{"past it", &Snapshot{trend: &trend{opts: on}}, DefaultNewUserEvents + 1, false},
-		{"no new-user priors", &Snapshot{trend: &trend{opts: off}}, 0, false},
-		{"no priors", &Snapshot{}, 0, false},
-		{"no snapshot", nil, 0, false},
+		{"no events", DefaultNewUserEvents, 0, true},
+		{"at the limit", DefaultNewUserEvents, DefaultNewUserEvents, true},
+		{"past it", DefaultNewUserEvents, DefaultNewUserEvents + 1, false},
+		{"off", 0, 0, false},
 	} {
-		if got := tc.snap.NewUser(tc.events); got != tc.want {
-			t.Errorf("%s: NewUser(%d) = %v, want %v", tc.name, tc.events, got, tc.want)
+		if got := tc.def.Is(tc.events); got != tc.want {
+			t.Errorf("%s: NewUser(%d).Is(%d) = %v, want %v", tc.name, tc.def, tc.events, got, tc.want)
 		}
+	}
+}
+
+func TestValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(*Options, *Weights)
+		ok   bool
+	}{
+		{"defaults", func(*Options, *Weights) {}, true},
+		{"all off", func(o *Options, w *Weights) { *o, *w = Options{}, Weights{} }, true},
+		{"negative half-life", func(o *Options, _ *Weights) { o.Prior.HalfLife = -1 }, false},
+		{"NaN impressions", func(o *Options, _ *Weights) { o.Prior.ImpressionWeight = math.NaN() }, false},
+		{"fresh rank 0", func(o *Options, _ *Weights) { o.Prior.FreshRank = 0 }, false},
+		{"negative window", func(o *Options, _ *Weights) { o.CoEngage.WindowAds = -1 }, false},
+		{"history 0", func(o *Options, _ *Weights) { o.CoEngage.HistoryAds = 0 }, false},
+		{"history 0 without co-engagement", func(o *Options, _ *Weights) { o.CoEngage = CoEngageOptions{} }, true},
+		{"fresh rank 0 without a fresh window", func(o *Options, _ *Weights) { o.Prior.FreshWindow, o.Prior.FreshRank = 0, 0 }, true},
+		{"half-life 0 ads", func(o *Options, _ *Weights) { o.CoEngage.HalfLifeAds = 0 }, false},
+		{"negative new user", func(o *Options, _ *Weights) { o.NewUser = -1 }, false},
+		{"prior weight too big", func(_ *Options, w *Weights) { w.Prior = MaxPriorWeight + 1 }, false},
+		{"negative co weight", func(_ *Options, w *Weights) { w.CoEngagement = -1 }, false},
+		{"NaN prior weight", func(_ *Options, w *Weights) { w.Prior = float32(math.NaN()) }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o, w := DefaultOptions(), DefaultWeights()
+			tc.edit(&o, &w)
+			err := errors.Join(o.Validate(), w.Validate())
+			if (err == nil) != tc.ok {
+				t.Errorf("Validate() = %v, want ok %v", err, tc.ok)
+			}
+		})
 	}
 }
 
@@ -312,3 +342,6 @@ func containsAll(xs []uint32, want ...uint32) bool {
 	}
 	return true
 }
+
+// worldT0 is the time of the tests' first events.
+const worldT0 = int64(1_700_000_000_000)

@@ -1,4 +1,4 @@
-package serving
+package retrieval
 
 import (
 	"bytes"
@@ -272,25 +272,26 @@ func writeFileAtomic(path string, b []byte) error {
 	return nil
 }
 
-// SaveSnapshotFiles persists what is expensive to rebuild of snap into dir
+// Save persists what is expensive to rebuild of s into dir
 // (normally its checkpoint directory): the ad index snapshot as it is now
 // ([FileIndex]) and the embedding matrices ([FileEmbeddings]), fingerprinted
 // against store. Each file is written atomically; the index first, so that
 // an embeddings file never names ads a readable index lacks without the
 // loader noticing (it upserts missing ads).
-func SaveSnapshotFiles(snap *Snapshot, store *graph.Store, dir string) error {
-	if snap.Index != nil {
+func Save(s *Served, store *graph.Store, dir string) error {
+	if s.Live != nil && s.Live.Index != nil {
 		path := filepath.Join(dir, FileIndex)
-		if err := snap.Index.Snapshot().SaveFile(path); err != nil {
+		if err := s.Live.Index.Snapshot().SaveFile(path); err != nil {
 			return fmt.Errorf("save snapshot files: %w", err)
 		}
 		if err := os.Chmod(path, 0o644); err != nil {
 			return fmt.Errorf("save snapshot files: %w", err)
 		}
 	}
-	f := &EmbeddingsFile{Version: snap.Version, AsOf: snap.AsOf, Dim: snap.Dim(), Matrices: snap.Embeddings,
+	gen := s.Gen
+	f := &EmbeddingsFile{Version: gen.Version, AsOf: gen.AsOf, Dim: gen.Dim(), Matrices: gen.Embeddings,
 		Fingerprints: map[graph.NodeType]uint64{}}
-	for t, m := range snap.Embeddings {
+	for t, m := range gen.Embeddings {
 		fp, ok := RefsFingerprint(store, t, m.Idx)
 		if !ok {
 			return fmt.Errorf("save snapshot files: %s rows beyond the graph's nodes", t)
@@ -303,7 +304,7 @@ func SaveSnapshotFiles(snap *Snapshot, store *graph.Store, dir string) error {
 	return nil
 }
 
-// LoadStats reports what [LoadSnapshot] read and what it had to compute.
+// LoadStats reports what [Load] read and what it had to compute.
 type LoadStats struct {
 	// Loaded is the number of embeddings read from the file.
 	Loaded int
@@ -322,8 +323,8 @@ type LoadStats struct {
 // Changed reports whether the loaded snapshot differs from the files.
 func (s LoadStats) Changed() bool { return s.Embedded > 0 || s.Upserted > 0 || s.IndexRebuilt }
 
-// LoadSnapshot builds the snapshot of model m from the files persisted in
-// dir by [SaveSnapshotFiles] instead of re-embedding every node: the
+// Load builds the generation of model m from the files persisted in
+// dir by [Save] instead of re-embedding every node: the
 // matrices and index are read, then caught up with the graph — nodes
 // added since are embedded as of asOf, and ads missing from the index or
 // whose attributes changed are (re-)embedded and upserted — and the token
@@ -333,7 +334,7 @@ func (s LoadStats) Changed() bool { return s.Embedded > 0 || s.Upserted > 0 || s
 // wrapping fs.ErrNotExist, a damaged one [ErrCorruptEmbeddings], files of
 // another model or graph [ErrStaleFiles]; an unreadable index file is
 // logged and the index rebuilt from the ad embeddings.
-func LoadSnapshot(ctx context.Context, m *model.Model, store *graph.Store, dir string, asOf int64, opts BuildOptions) (*Snapshot, LoadStats, error) {
+func Load(ctx context.Context, m *model.Model, store *graph.Store, dir string, asOf int64, opts BuildOptions) (*Served, LoadStats, error) {
 	opts.applyDefaults()
 	start := time.Now()
 	var st LoadStats
@@ -352,7 +353,7 @@ func LoadSnapshot(ctx context.Context, m *model.Model, store *graph.Store, dir s
 		}
 		st.Loaded += mat.Len()
 	}
-	snap := &Snapshot{Model: m, Version: m.Version(), TrainedAt: time.Now(), AsOf: f.AsOf,
+	gen := &Generation{Model: m, Version: m.Version(), TrainedAt: time.Now(), AsOf: f.AsOf,
 		Embeddings: make(map[graph.NodeType]*Matrix), Metrics: map[string]float64{}}
 	fresh := map[graph.NodeID][]float32{}
 	for t := graph.NodeType(1); int(t) < graph.NumNodeTypes; t++ {
@@ -367,7 +368,7 @@ func LoadSnapshot(ctx context.Context, m *model.Model, store *graph.Store, dir s
 		}
 		if len(missing) == 0 {
 			if old != nil {
-				snap.Embeddings[t] = old
+				gen.Embeddings[t] = old
 			}
 			continue
 		}
@@ -379,63 +380,51 @@ func LoadSnapshot(ctx context.Context, m *model.Model, store *graph.Store, dir s
 		for i, id := range missing {
 			fresh[id] = vecs[i]
 		}
-		snap.Embeddings[t] = mergeRows(dim, old, missing, vecs)
+		gen.Embeddings[t] = mergeRows(dim, old, missing, vecs)
 	}
-	// The trend and the co-engagement are not persisted: count them from
-	// the graph, which holds the events ingested since the snapshot was
-	// built as well.
-	if opts.Prior.HalfLife > 0 {
-		snap.trend = newTrend(store, snap.AsOf, max(asOf, snap.AsOf), opts.Prior)
-	}
-	snap.co = newCoEngagement(store, max(asOf, snap.AsOf), opts.CoEngage)
-	ix, err := loadIndex(ctx, dir, snap, store, opts)
+	ix, err := loadIndex(ctx, dir, gen, opts)
 	if err != nil {
 		return nil, st, err
 	}
 	if ix == nil { // no usable index file: rebuild it from the ad embeddings
 		st.IndexRebuilt = true
-		if ix, err = buildIndex(ctx, snap, store, opts); err != nil {
+		if ix, err = buildIndex(ctx, gen, store, opts); err != nil {
 			return nil, st, err
 		}
 	}
-	snap.Index = ix
-	n, err := catchUpIndex(ctx, snap, store, asOf, fresh, opts)
+	s := &Served{Gen: gen, Live: &Live{Index: ix}}
+	n, err := catchUpIndex(ctx, s, store, asOf, fresh, opts)
 	if err != nil {
 		return nil, st, err
 	}
 	st.Upserted = n
-	// The docs read from the index file carry the priors they were saved
-	// with, and the caught-up ones none: set every live doc's from the trend.
-	if err := snap.syncPriors(ctx); err != nil {
-		return nil, st, err
-	}
 	catStart := time.Now()
-	if err := buildCatalogue(ctx, snap, store); err != nil {
+	if err := buildCatalogue(ctx, s, store); err != nil {
 		return nil, st, err
 	}
 	catElapsed := time.Since(catStart)
 	st.Elapsed = time.Since(start)
-	snap.Metrics["index_ads"] = float64(snap.IndexSize())
-	snap.Metrics["load_seconds"] = st.Elapsed.Seconds()
-	opts.Logger.Info("snapshot loaded from files", "version", snap.Version, "dir", dir, "embeddings", st.Loaded,
+	gen.Metrics["index_ads"] = float64(s.IndexSize())
+	gen.Metrics["load_seconds"] = st.Elapsed.Seconds()
+	opts.Logger.Info("generation loaded from files", "version", gen.Version, "dir", dir, "embeddings", st.Loaded,
 		"embedded_new", st.Embedded, "upserted_ads", st.Upserted, "index_rebuilt", st.IndexRebuilt, "catalogue", catElapsed, "elapsed", st.Elapsed)
-	return snap, st, nil
+	return s, st, nil
 }
 
 // loadIndex reads dir's index file into a live index; nil (and a warning)
 // when it is absent or unusable.
-func loadIndex(ctx context.Context, dir string, snap *Snapshot, store *graph.Store, opts BuildOptions) (*index.Index, error) {
+func loadIndex(ctx context.Context, dir string, gen *Generation, opts BuildOptions) (*index.Index, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("load snapshot: %w", err)
 	}
 	path := filepath.Join(dir, FileIndex)
 	s, err := index.LoadFile(path)
-	if err == nil && s.Quantizer().Dim() != snap.Dim() {
-		err = fmt.Errorf("%w: index dimension %d, model %d", ErrStaleFiles, s.Quantizer().Dim(), snap.Dim())
+	if err == nil && s.Quantizer().Dim() != gen.Dim() {
+		err = fmt.Errorf("%w: index dimension %d, model %d", ErrStaleFiles, s.Quantizer().Dim(), gen.Dim())
 	}
 	if err == nil {
 		live := s.Live()
-		if ads := snap.Embeddings[graph.NodeAd]; !live.IsEmpty() && (ads == nil || int(live.Maximum()) >= ads.Len()) {
+		if ads := gen.Embeddings[graph.NodeAd]; !live.IsEmpty() && (ads == nil || int(live.Maximum()) >= ads.Len()) {
 			err = fmt.Errorf("%w: the index holds ads beyond the embeddings file", ErrStaleFiles)
 		}
 	}
@@ -448,13 +437,13 @@ func loadIndex(ctx context.Context, dir string, snap *Snapshot, store *graph.Sto
 	return index.NewFromSnapshot(s, index.Options{Logger: opts.Logger, Search: opts.Search}), nil
 }
 
-// catchUpIndex upserts the ads the loaded index lacks or holds with other
-// attributes than the graph gives now. New ads use their fresh embedding;
-// changed ones are re-embedded as of asOf, as a live ingestion would have.
-// The docs carry no prior: LoadSnapshot sets every live doc's afterwards
-// (syncPriors).
-func catchUpIndex(ctx context.Context, snap *Snapshot, store *graph.Store, asOf int64, fresh map[graph.NodeID][]float32, opts BuildOptions) (int, error) {
-	is := snap.Index.Snapshot()
+// catchUpIndex upserts the ads s's index lacks or holds with other
+// attributes than the graph gives now. New ads use their fresh embedding
+// (or the generation's); ads without one, and changed ones, are
+// (re-)embedded as of asOf, as a live ingestion would have.
+// The docs carry no prior: [Engine.Publish] sets every live doc's.
+func catchUpIndex(ctx context.Context, s *Served, store *graph.Store, asOf int64, fresh map[graph.NodeID][]float32, opts BuildOptions) (int, error) {
+	is := s.Live.Index.Snapshot()
 	var docs []index.Doc
 	var changed []graph.NodeID
 	var changedAttrs []map[string][]string
@@ -471,7 +460,12 @@ func catchUpIndex(ctx context.Context, snap *Snapshot, store *graph.Store, asOf 
 		case !ok:
 			vec := fresh[id]
 			if vec == nil {
-				vec, _ = snap.Embeddings[graph.NodeAd].Vector(id.Idx)
+				vec, _ = s.Gen.Embeddings[graph.NodeAd].Vector(id.Idx)
+			}
+			if vec == nil { // created after the generation was built
+				changed = append(changed, id)
+				changedAttrs = append(changedAttrs, attrs)
+				continue
 			}
 			docs = append(docs, index.Doc{ID: id.Idx, Embedding: vec, Attrs: attrs})
 		case !sameAttrs(have, attrs):
@@ -480,7 +474,7 @@ func catchUpIndex(ctx context.Context, snap *Snapshot, store *graph.Store, asOf 
 		}
 	}
 	if len(changed) > 0 {
-		vecs, err := embedBatches(ctx, snap.Model, store, changed, asOf, opts.EmbedBatch)
+		vecs, err := embedBatches(ctx, s.Gen.Model, store, changed, asOf, opts.EmbedBatch)
 		if err != nil {
 			return 0, fmt.Errorf("load snapshot: re-embed changed ads: %w", err)
 		}
@@ -491,7 +485,7 @@ func catchUpIndex(ctx context.Context, snap *Snapshot, store *graph.Store, asOf 
 	if len(docs) == 0 {
 		return 0, nil
 	}
-	if err := snap.Index.Upsert(ctx, docs...); err != nil {
+	if err := s.Live.Index.Upsert(ctx, docs...); err != nil {
 		return 0, fmt.Errorf("load snapshot: upsert ads: %w", err)
 	}
 	return len(docs), nil
@@ -547,21 +541,21 @@ func oldLen(m *Matrix) int {
 	return m.Len()
 }
 
-// OpenSnapshot returns the snapshot of model m, whose checkpoint directory
+// Open returns the generation of model m, whose checkpoint directory
 // is dir: loaded from its persisted files when they are there and usable
-// ([LoadSnapshot]), otherwise built by [BuildSnapshot] as of asOf (a
+// ([Load]), otherwise built by [Build] as of asOf (a
 // warning names why, unless the files are simply absent). When
 // opts.PersistDir is set, a built snapshot, or a loaded one that had to be
 // caught up, is persisted there; a failure to persist is only logged.
-func OpenSnapshot(ctx context.Context, m *model.Model, store *graph.Store, dir string, asOf int64, opts BuildOptions) (*Snapshot, error) {
+func Open(ctx context.Context, m *model.Model, store *graph.Store, dir string, asOf int64, opts BuildOptions) (*Served, error) {
 	opts.applyDefaults()
-	snap, st, err := LoadSnapshot(ctx, m, store, dir, asOf, opts)
+	s, st, err := Load(ctx, m, store, dir, asOf, opts)
 	switch {
 	case err == nil:
 		if opts.PersistDir != "" && st.Changed() {
-			persist(snap, store, opts.PersistDir, opts.Logger)
+			persist(s, store, opts.PersistDir, opts.Logger)
 		}
-		return snap, nil
+		return s, nil
 	case ctx.Err() != nil:
 		return nil, err
 	case errors.Is(err, fs.ErrNotExist):
@@ -569,15 +563,15 @@ func OpenSnapshot(ctx context.Context, m *model.Model, store *graph.Store, dir s
 	default:
 		opts.Logger.Warn("persisted snapshot files unusable: embedding every entity", "version", m.Version(), "dir", dir, "err", err)
 	}
-	return BuildSnapshot(ctx, m, store, asOf, opts)
+	return Build(ctx, m, store, asOf, opts)
 }
 
-// persist saves snap's files into dir, logging the outcome.
-func persist(snap *Snapshot, store *graph.Store, dir string, logger *slog.Logger) {
+// persist saves s's files into dir, logging the outcome.
+func persist(s *Served, store *graph.Store, dir string, logger *slog.Logger) {
 	start := time.Now()
-	if err := SaveSnapshotFiles(snap, store, dir); err != nil {
+	if err := Save(s, store, dir); err != nil {
 		logger.Warn("persist snapshot files: the next start-up will re-embed", "dir", dir, "err", err)
 		return
 	}
-	logger.Info("snapshot files persisted", "version", snap.Version, "dir", dir, "elapsed", time.Since(start))
+	logger.Info("generation files persisted", "version", s.Gen.Version, "dir", dir, "elapsed", time.Since(start))
 }

@@ -1,7 +1,8 @@
-package serving
+package rank
 
 import (
 	"cmp"
+	"fmt"
 	"math"
 	"slices"
 	"sync"
@@ -12,8 +13,6 @@ import (
 // Defaults of the co-engagement term, chosen on the validation window of
 // MovieLens-100K (docs/evaluation.md).
 const (
-	// DefaultCoEngageWeight scales the co-engagement term in the re-rank.
-	DefaultCoEngageWeight = 3
 	// DefaultCoEngageWindow: two ads are co-engaged when a user engaged
 	// with both (click or deeper) with fewer than this many of the user's
 	// other ads in between.
@@ -35,37 +34,38 @@ const maxBoosted = 1000
 // scores more when users engaged with it close in time to the ads this user
 // engaged with last (what item-to-item collaborative filtering does,
 // restricted to nearby engagements, and fresh: ingested events count at
-// once). Zero fields take the defaults.
+// once). 0 turns a setting off (see [Options]).
 type CoEngageOptions struct {
-	// Window is the span, in a user's distinct engaged ads (clicks or
-	// deeper, in time order), within which two ads count as co-engaged
-	// (default DefaultCoEngageWindow; negative: no co-engagement term).
-	Window int
-	// History is the number of the user's most recent distinct engaged ads
-	// a retrieval reads (default DefaultCoEngageHistory).
-	History int
-	// HalfLife weighs the user's recent ads: the i-th most recent (from 0)
-	// weighs 2^(-i/HalfLife) (default DefaultCoEngageHalfLife).
-	HalfLife float64
+	// WindowAds is the span, in a user's distinct engaged ads (clicks or
+	// deeper, in time order), within which two ads count as co-engaged; 0:
+	// no co-engagement term.
+	WindowAds int
+	// HistoryAds is the number of the user's most recent distinct engaged
+	// ads a retrieval reads (at least 1 when WindowAds is set).
+	HistoryAds int
+	// HalfLifeAds weighs the user's recent ads: the i-th most recent (from
+	// 0) weighs 2^(-i/HalfLifeAds) (> 0 when WindowAds is set).
+	HalfLifeAds float64
 }
 
-func (o *CoEngageOptions) applyDefaults() {
-	if o.Window == 0 {
-		o.Window = DefaultCoEngageWindow
+// validate checks o's ranges.
+func (o CoEngageOptions) validate() error {
+	switch {
+	case o.WindowAds < 0:
+		return fmt.Errorf("%w: co-engagement window %d < 0", ErrBadOptions, o.WindowAds)
+	case o.WindowAds > 0 && o.HistoryAds < 1:
+		return fmt.Errorf("%w: co-engagement history %d < 1", ErrBadOptions, o.HistoryAds)
+	case o.WindowAds > 0 && (!(o.HalfLifeAds > 0) || math.IsInf(o.HalfLifeAds, 1)):
+		return fmt.Errorf("%w: co-engagement half-life %v is not > 0", ErrBadOptions, o.HalfLifeAds)
 	}
-	if o.History <= 0 {
-		o.History = DefaultCoEngageHistory
-	}
-	if o.HalfLife <= 0 {
-		o.HalfLife = DefaultCoEngageHalfLife
-	}
+	return nil
 }
 
-// coEngagement counts, for every pair of ads, the users who engaged with
-// both within CoEngageOptions.Window of each other, and for every ad its
+// CoEngagement counts, for every pair of ads, the users who engaged with
+// both within CoEngageOptions.WindowAds of each other, and for every ad its
 // engaging users. The similarity of two ads is their pair count over the
 // geometric mean of their user counts (cosine). Safe for concurrent use.
-type coEngagement struct {
+type CoEngagement struct {
 	opts  CoEngageOptions
 	mu    sync.RWMutex
 	rows  []coRow   // by ad: its co-engaged ads
@@ -97,14 +97,14 @@ type coScratch struct {
 	touched []uint32
 }
 
-// newCoEngagement counts the co-engagement of every user of store with
+// NewCoEngagement counts the co-engagement of every user of store with
 // ts <= until; nil when opts turn the term off.
-func newCoEngagement(store *graph.Store, until int64, opts CoEngageOptions) *coEngagement {
-	if opts.Window < 0 {
+func NewCoEngagement(store *graph.Store, until int64, opts Options) *CoEngagement {
+	if opts.CoEngage.WindowAds <= 0 {
 		return nil
 	}
 	nAds := store.NumNodes(graph.NodeAd)
-	c := &coEngagement{opts: opts, rows: make([]coRow, nAds), users: make([]float32, nAds), inv: make([]float32, nAds)}
+	c := &CoEngagement{opts: opts.CoEngage, rows: make([]coRow, nAds), users: make([]float32, nAds), inv: make([]float32, nAds)}
 	// Every user's sequence, and where each ad occurs in them.
 	type occurrence struct{ user, pos int32 }
 	seqs := make([][]uint32, store.NumNodes(graph.NodeUser))
@@ -127,7 +127,7 @@ func newCoEngagement(store *graph.Store, until int64, opts CoEngageOptions) *coE
 		c.inv[a] = float32(1 / math.Sqrt(float64(len(occs))))
 		for _, o := range occs {
 			seq, k := seqs[o.user], int(o.pos)
-			for _, b := range seq[max(0, k-opts.Window):min(len(seq), k+opts.Window+1)] {
+			for _, b := range seq[max(0, k-opts.CoEngage.WindowAds):min(len(seq), k+opts.CoEngage.WindowAds+1)] {
 				if b == uint32(a) {
 					continue
 				}
@@ -158,7 +158,7 @@ func engagedSequence(store *graph.Store, user graph.NodeID, asOf int64, dst []ui
 func engagedAds(store *graph.Store, user graph.NodeID, asOf int64, dst []uint32) []uint32 {
 	dst = dst[:0]
 	store.Neighbors(user, asOf, func(e graph.Edge) bool {
-		if engaged(e) {
+		if Engaged(e) {
 			dst = append(dst, e.Nbr.Idx)
 		}
 		return true
@@ -180,13 +180,13 @@ func firstEngagements(ads []uint32) []uint32 {
 	return out
 }
 
-// engaged reports whether e is a user's engagement with an ad, click or
-// deeper.
-func engaged(e graph.Edge) bool { return e.Out && e.Nbr.Type == graph.NodeAd && e.Type.IsPositive() }
+// Engaged reports whether e, an edge of a user, is an engagement with an
+// ad, click or deeper: what the co-engagement term counts.
+func Engaged(e graph.Edge) bool { return e.Out && e.Nbr.Type == graph.NodeAd && e.Type.IsPositive() }
 
 // addLocked counts one user's first engagement with ad, with before the
 // user's previous distinct ads inside the window.
-func (c *coEngagement) addLocked(ad uint32, before []uint32) {
+func (c *CoEngagement) addLocked(ad uint32, before []uint32) {
 	if int(ad) >= len(c.users) {
 		grow := int(ad) + 1 - len(c.users)
 		c.users = append(c.users, make([]float32, grow)...)
@@ -201,11 +201,11 @@ func (c *coEngagement) addLocked(ad uint32, before []uint32) {
 	}
 }
 
-// observe counts the engagement events among evs, already in store: a
+// Observe counts the engagement events among evs, already in store: a
 // user's first engagement with an ad pairs it with the user's previous
-// distinct ads inside the window, as of the event (as newCoEngagement
+// distinct ads inside the window, as of the event (as NewCoEngagement
 // counts it); a repeat engagement counts nothing.
-func (c *coEngagement) observe(store *graph.Store, evs []graph.Event) {
+func (c *CoEngagement) Observe(store *graph.Store, evs []graph.Event) {
 	if c == nil {
 		return
 	}
@@ -234,17 +234,17 @@ func (c *coEngagement) observe(store *graph.Store, evs []graph.Event) {
 		}
 		seq = firstEngagements(seq)
 		if k := slices.Index(seq, ad.Idx); k >= 0 {
-			c.addLocked(ad.Idx, seq[max(0, k-c.opts.Window):k])
+			c.addLocked(ad.Idx, seq[max(0, k-c.opts.WindowAds):k])
 		}
 	}
 }
 
-// boost returns the co-engagement term of each ad for a user whose recent
+// Boost returns the co-engagement term of each ad for a user whose recent
 // distinct engaged ads are recent (most recent first): weight times the sum
-// over them of 2^(-i/HalfLife) times the ad's similarity to the i-th. At
+// over them of 2^(-i/HalfLifeAds) times the ad's similarity to the i-th. At
 // most maxBoosted ads, the strongest, are returned; nil when the weight is
 // 0 or there are no recent ads, empty when they have no co-engagement.
-func (c *coEngagement) boost(recent []uint32, weight float32) map[uint32]float32 {
+func (c *CoEngagement) Boost(recent []uint32, weight float32) map[uint32]float32 {
 	if c == nil || weight == 0 || len(recent) == 0 {
 		return nil
 	}
@@ -256,12 +256,12 @@ func (c *coEngagement) boost(recent []uint32, weight float32) map[uint32]float32
 	if len(sc.sum) < len(c.users) {
 		sc.sum = make([]float32, len(c.users))
 	}
-	for i, j := range recent[:min(len(recent), c.opts.History)] {
+	for i, j := range recent[:min(len(recent), c.opts.HistoryAds)] {
 		if int(j) >= len(c.rows) {
 			continue
 		}
 		row := &c.rows[j]
-		w := weight * float32(math.Exp2(-float64(i)/c.opts.HalfLife)) * c.inv[j]
+		w := weight * float32(math.Exp2(-float64(i)/c.opts.HalfLifeAds)) * c.inv[j]
 		sum, inv := sc.sum, c.inv
 		for k, a := range row.ads {
 			if sum[a] == 0 {
@@ -294,17 +294,11 @@ func (c *coEngagement) boost(recent []uint32, weight float32) map[uint32]float32
 	return out
 }
 
-// recentAds returns the distinct ads (graph node indices) that user engaged
-// with (click or deeper) at or before asOf, most recent first, at most n.
-func recentAds(store *graph.Store, user graph.NodeID, asOf int64, n int) []uint32 {
-	var out []uint32
-	seen := map[uint32]bool{}
-	store.Neighbors(user, asOf, func(e graph.Edge) bool {
-		if engaged(e) && !seen[e.Nbr.Idx] {
-			seen[e.Nbr.Idx] = true
-			out = append(out, e.Nbr.Idx)
-		}
-		return len(out) < n
-	})
-	return out
+// HistoryAds returns how many of a user's most recent distinct engaged ads
+// Boost reads; 0 for a nil c (the term is off).
+func (c *CoEngagement) HistoryAds() int {
+	if c == nil {
+		return 0
+	}
+	return c.opts.HistoryAds
 }

@@ -1,4 +1,4 @@
-package serving
+package rank
 
 import (
 	"context"
@@ -13,28 +13,24 @@ import (
 	"github.com/hir-ads/hir/index"
 )
 
-// Defaults of the engagement prior, chosen on the validation windows of
+// Defaults of the engagement priors, chosen on the validation windows of
 // MovieLens-100K and of a synthetic ads world (docs/evaluation.md).
 const (
 	// DefaultPriorHalfLife is the half-life of an engagement's weight in an
-	// ad's trend.
+	// ad's count.
 	DefaultPriorHalfLife = 14 * 24 * time.Hour
 	// DefaultPriorImpressions is the weight of an impression in an ad's
-	// trend, relative to a click or deeper.
+	// count, relative to a click or deeper.
 	DefaultPriorImpressions = 1
 	// DefaultFreshWindow is how long after its launch an ad gets the fresh
 	// floor.
 	DefaultFreshWindow = 90 * 24 * time.Hour
-	// DefaultFreshRank places a fresh ad's floor at the trend of the ad
+	// DefaultFreshRank places a fresh ad's floor at the count of the ad
 	// ranked this high.
 	DefaultFreshRank = 20
 	// DefaultFreshEvents is the exploration budget of a fresh ad: it keeps
 	// the floor until it has this many engagement events.
 	DefaultFreshEvents = 3
-	// DefaultPriorWeight scales the prior in the exact re-rank.
-	DefaultPriorWeight = 1
-	// DefaultNewUserEvents is the most events a user has while new.
-	DefaultNewUserEvents = 5
 	// DefaultNewUserShrink is the share of everyone's count added to an
 	// ad's new-user count.
 	DefaultNewUserShrink = 0.3
@@ -45,77 +41,62 @@ const (
 // milliseconds).
 var launchAttrs = []string{"start_time", "release_date"}
 
-// PriorOptions shapes the ads' engagement priors (the "prior" of
-// POST /v1/retrieve's re-rank). Zero fields take the defaults.
+// PriorOptions shapes the ads' engagement priors (the "prior" term of the
+// re-rank). Every field holds its value as is and 0 turns its setting off
+// (see [Options]); start from [DefaultOptions].
 type PriorOptions struct {
-	// HalfLife is the half-life of an engagement's weight (default
-	// DefaultPriorHalfLife; negative: no priors, every ad's is 0).
+	// HalfLife is the half-life of an engagement's weight; 0: no priors,
+	// every ad's is 0.
 	HalfLife time.Duration
-	// Impressions weighs an impression relative to a click or deeper
-	// (default DefaultPriorImpressions; negative: impressions do not count).
-	// not_interested never counts.
-	Impressions float64
+	// ImpressionWeight weighs an impression relative to a click or deeper;
+	// 0: impressions do not count. not_interested never counts.
+	ImpressionWeight float64
 	// FreshWindow: an ad launched (attribute start_time or release_date) at
 	// most this long ago gets at least the prior of the FreshRank-th most
 	// engaged ad, so that a new ad is tried before it has engagement of its
-	// own (default DefaultFreshWindow; negative: no fresh floor). An ad
-	// launching later is not fresh until its launch.
+	// own; 0: no fresh floor. An ad launching later is not fresh until its
+	// launch.
 	FreshWindow time.Duration
-	// FreshRank is the rank whose prior is the fresh floor (default
-	// DefaultFreshRank).
+	// FreshRank is the rank whose prior is the fresh floor (at least 1 when
+	// FreshWindow is set).
 	FreshRank int
 	// FreshEvents ends the floor early: a fresh ad keeps it only until it
 	// has this many engagement events of any type, impressions and
 	// not_interested included, so its own record is then enough to judge
-	// it (default DefaultFreshEvents; negative: no limit).
+	// it; 0: no limit.
 	FreshEvents int
-	// NewUserEvents: a user with at most this many events is new. New users
-	// are ranked with the new-user priors, which count only the events users
-	// made while new (what users engage with first differs from what
-	// everyone engages with). Default DefaultNewUserEvents; negative: no
-	// new-user priors, new users get everyone's.
-	NewUserEvents int
 	// NewUserShrink shrinks the new-user counts toward everyone's: an ad's
 	// new-user count adds this share of its count over all users, so that
-	// an ad new users have not met yet does not fall to 0 (default
-	// DefaultNewUserShrink; negative: none).
+	// an ad new users have not met yet does not fall to 0; 0: none.
 	NewUserShrink float64
 }
 
-func (o *PriorOptions) applyDefaults() {
-	if o.HalfLife == 0 {
-		o.HalfLife = DefaultPriorHalfLife
+// validate checks o's ranges.
+func (o PriorOptions) validate() error {
+	switch {
+	case o.HalfLife < 0:
+		return fmt.Errorf("%w: prior half-life %v < 0", ErrBadOptions, o.HalfLife)
+	case o.ImpressionWeight < 0 || math.IsNaN(o.ImpressionWeight):
+		return fmt.Errorf("%w: impression weight %v < 0", ErrBadOptions, o.ImpressionWeight)
+	case o.FreshWindow < 0:
+		return fmt.Errorf("%w: fresh window %v < 0", ErrBadOptions, o.FreshWindow)
+	case o.FreshWindow > 0 && o.FreshRank < 1:
+		return fmt.Errorf("%w: fresh rank %d < 1", ErrBadOptions, o.FreshRank)
+	case o.FreshEvents < 0:
+		return fmt.Errorf("%w: fresh events %d < 0", ErrBadOptions, o.FreshEvents)
+	case !(o.NewUserShrink >= 0):
+		return fmt.Errorf("%w: new-user shrink %v < 0", ErrBadOptions, o.NewUserShrink)
 	}
-	if o.Impressions == 0 {
-		o.Impressions = DefaultPriorImpressions
-	}
-	if o.FreshWindow == 0 {
-		o.FreshWindow = DefaultFreshWindow
-	}
-	if o.FreshRank <= 0 {
-		o.FreshRank = DefaultFreshRank
-	}
-	if o.FreshEvents == 0 {
-		o.FreshEvents = DefaultFreshEvents
-	}
-	if o.NewUserEvents == 0 {
-		o.NewUserEvents = DefaultNewUserEvents
-	}
-	if o.NewUserShrink == 0 {
-		o.NewUserShrink = DefaultNewUserShrink
-	}
+	return nil
 }
 
-// newUser reports whether a user with n events is new (see NewUserEvents).
-func (o *PriorOptions) newUser(n int) bool { return o.NewUserEvents >= 0 && n <= o.NewUserEvents }
-
-// eventWeight is the weight of an engagement of type t in the trend.
+// eventWeight is the weight of an engagement of type t in the counts.
 func (o *PriorOptions) eventWeight(t graph.EdgeType) float64 {
 	switch {
 	case t.IsPositive():
 		return 1
-	case t == graph.EdgeImpression && o.Impressions > 0:
-		return o.Impressions
+	case t == graph.EdgeImpression:
+		return o.ImpressionWeight
 	}
 	return 0
 }
@@ -139,31 +120,32 @@ func launchTime(attrs map[string]string) (int64, bool) {
 	return 0, false
 }
 
-// floorRefresh is how far the trend's time moves before the fresh floor is
+// floorRefresh is how far the priors' time moves before the fresh floor is
 // recomputed from every ad's count.
 const floorRefresh = time.Hour
 
-// clockSkew is how far ahead of the wall clock (or of the data the trend
-// was counted on, when that lies ahead) an observed event may be; a later
+// clockSkew is how far ahead of the wall clock (or of the data the priors
+// were counted on, when that lies ahead) an observed event may be; a later
 // timestamp counts as that bound, so that one event from the far future
 // can neither overflow a count nor age every fresh ad out.
 const clockSkew = time.Hour
 
-// trend is every ad's recency-weighted engagement count: an event at ts
+// Priors is every ad's recency-weighted engagement count: an event at ts
 // weighs its type's weight times 2^((ts-ref)/halfLife), so that the counts
 // of all ads, taken at any later time, keep their order while old events
 // fade. An ad's prior is ln(1+count): the log-popularity term that in-batch
 // contrastive training removes from the embeddings' dot products (their
 // logits estimate a user-ad affinity relative to the ad's base rate). A
-// fresh ad counts at least the floor. The trend's time is the latest event
+// fresh ad counts at least the floor. The priors' time is the latest event
 // it has seen (at least the time it was counted at). Safe for concurrent
 // use.
-type trend struct {
+type Priors struct {
 	opts       PriorOptions
+	newUser    NewUser
 	halfLifeMS float64
 	ref        int64 // unix ms at which an event weighs 1
 
-	counted int64 // the time the trend was counted at
+	counted int64 // the time the priors were counted at
 
 	mu      sync.Mutex
 	raw     [numChannels]map[uint32]float64 // by channel, by ad node index
@@ -174,7 +156,7 @@ type trend struct {
 	floorAt int64                // now when floor was computed
 }
 
-// Channels of the trend: the engagement of all users, and that of users
+// Channels of the Priors: the engagement of all users, and that of users
 // while they were new (index.Doc.Prior and index.Doc.NewUserPrior). Without
 // new-user priors the new-user channel is not counted and reads the other.
 const (
@@ -185,20 +167,24 @@ const (
 
 // channels returns the number of channels an engagement counts in, the
 // first ones in channel order: both when src, the user (or other source)
-// that made it at ts, was new (at most NewUserEvents events before ts),
+// that made it at ts, was new ([NewUser] as of just before ts),
 // else everyone's.
-func (t *trend) channels(store *graph.Store, src graph.NodeID, ts int64) int {
-	if src.Type == graph.NodeUser && t.opts.newUser(store.Degree(src, ts-1)) {
+func (t *Priors) channels(store *graph.Store, src graph.NodeID, ts int64) int {
+	if src.Type == graph.NodeUser && t.newUser.Is(store.Degree(src, ts-1)) {
 		return newUsers + 1
 	}
 	return allUsers + 1
 }
 
-// newTrend counts the engagement of every ad of store with ts <= until,
+// NewPriors counts the engagement of every ad of store with ts <= until,
 // weighted relative to ref, and notes the ads that are fresh at until or
-// launch later.
-func newTrend(store *graph.Store, ref, until int64, opts PriorOptions) *trend {
-	t := &trend{opts: opts, halfLifeMS: float64(opts.HalfLife.Milliseconds()), ref: ref,
+// launch later. It returns nil when opts.Prior turns the priors off; the
+// methods of a nil *Priors give every ad 0.
+func NewPriors(store *graph.Store, ref, until int64, opts Options) *Priors {
+	if opts.Prior.HalfLife <= 0 {
+		return nil
+	}
+	t := &Priors{opts: opts.Prior, newUser: opts.NewUser, halfLifeMS: float64(opts.Prior.HalfLife.Milliseconds()), ref: ref,
 		counted: until, events: map[uint32]int{}, now: until, launch: map[uint32]int64{}}
 	for c := range t.raw {
 		t.raw[c] = map[uint32]float64{}
@@ -232,18 +218,18 @@ func newTrend(store *graph.Store, ref, until int64, opts PriorOptions) *trend {
 	return t
 }
 
-func (t *trend) weight(ts int64) float64 { return math.Exp2(float64(ts-t.ref) / t.halfLifeMS) }
+func (t *Priors) weight(ts int64) float64 { return math.Exp2(float64(ts-t.ref) / t.halfLifeMS) }
 
 // bound caps an observed event's timestamp at clockSkew past the wall
-// clock or the time the trend was counted at, whichever is later.
-func (t *trend) bound(ts int64) int64 {
+// clock or the time the Priors was counted at, whichever is later.
+func (t *Priors) bound(ts int64) int64 {
 	return min(ts, max(time.Now().UnixMilli(), t.counted)+clockSkew.Milliseconds())
 }
 
 // noteLocked records ad's launch time when e names one that is fresh now or
 // later.
-func (t *trend) noteLocked(ad uint32, e *graph.Entity) {
-	if t.opts.FreshWindow < 0 || e == nil {
+func (t *Priors) noteLocked(ad uint32, e *graph.Entity) {
+	if t.opts.FreshWindow <= 0 || e == nil {
 		return
 	}
 	if at, ok := launchTime(e.Attrs); ok && t.now-at < t.opts.FreshWindow.Milliseconds() {
@@ -255,21 +241,21 @@ func (t *trend) noteLocked(ad uint32, e *graph.Entity) {
 
 // freshLocked reports whether ad is launched, inside its fresh window now
 // and within its exploration budget.
-func (t *trend) freshLocked(ad uint32) bool {
+func (t *Priors) freshLocked(ad uint32) bool {
 	at, ok := t.launch[ad]
 	return ok && at <= t.now && t.now-at < t.opts.FreshWindow.Milliseconds() &&
-		(t.opts.FreshEvents < 0 || t.events[ad] < t.opts.FreshEvents)
+		(t.opts.FreshEvents == 0 || t.events[ad] < t.opts.FreshEvents)
 }
 
 // refloorLocked recomputes the fresh floor of each channel: the
 // FreshRank-th largest count (the smallest when fewer ads have engagement).
 // Every ad with a new-user count has a count over all users, so the ads of
 // the latter are those of both channels.
-func (t *trend) refloorLocked() {
+func (t *Priors) refloorLocked() {
 	t.floorAt = t.now
 	for c := range t.floor {
 		t.floor[c] = 0
-		if t.opts.FreshWindow < 0 || len(t.raw[allUsers]) == 0 {
+		if t.opts.FreshWindow <= 0 || len(t.raw[allUsers]) == 0 {
 			continue
 		}
 		counts := make([]float64, 0, len(t.raw[allUsers]))
@@ -283,7 +269,7 @@ func (t *trend) refloorLocked() {
 
 // countLocked returns ad's count in channel c: the new-user count plus
 // NewUserShrink times everyone's; t.mu must be held.
-func (t *trend) countLocked(ad uint32, c int) float64 {
+func (t *Priors) countLocked(ad uint32, c int) float64 {
 	n := t.raw[c][ad]
 	if c == newUsers && t.opts.NewUserShrink > 0 {
 		n += t.opts.NewUserShrink * t.raw[allUsers][ad]
@@ -291,10 +277,10 @@ func (t *trend) countLocked(ad uint32, c int) float64 {
 	return n
 }
 
-// docPriors notes ad's launch time from its entity e and returns its priors
+// Doc notes ad's launch time from its entity e and returns its priors
 // (everyone's, new users'): for the doc of an ad being indexed. 0 for a nil
-// trend.
-func (t *trend) docPriors(ad uint32, e *graph.Entity) (all, newUser float32) {
+// t.
+func (t *Priors) Doc(ad uint32, e *graph.Entity) (all, newUser float32) {
 	if t == nil {
 		return 0, 0
 	}
@@ -307,8 +293,8 @@ func (t *trend) docPriors(ad uint32, e *graph.Entity) (all, newUser float32) {
 // priorLocked returns ad's prior in channel c, ln(1+count), the count raised
 // to the channel's floor while the ad is fresh; t.mu must be held. Without
 // new-user priors the new-user channel reads everyone's.
-func (t *trend) priorLocked(ad uint32, c int) float32 {
-	if c == newUsers && t.opts.NewUserEvents < 0 {
+func (t *Priors) priorLocked(ad uint32, c int) float32 {
+	if c == newUsers && t.newUser.Off() {
 		c = allUsers
 	}
 	n := t.countLocked(ad, c)
@@ -320,7 +306,7 @@ func (t *trend) priorLocked(ad uint32, c int) float32 {
 
 // setPriorsLocked writes the priors of ads (both channels) into the live
 // index; t.mu must be held.
-func (t *trend) setPriorsLocked(ctx context.Context, ix *index.Index, ads []uint32) error {
+func (t *Priors) setPriorsLocked(ctx context.Context, ix *index.Index, ads []uint32) error {
 	all := make([]float32, len(ads))
 	newUser := make([]float32, len(ads))
 	for i, ad := range ads {
@@ -329,10 +315,10 @@ func (t *trend) setPriorsLocked(ctx context.Context, ix *index.Index, ads []uint
 	return ix.SetPriors(ctx, ads, all, newUser)
 }
 
-// advanceLocked moves the trend's time to now (never back) and returns the
+// advanceLocked moves the priors' time to now (never back) and returns the
 // ads whose prior may have changed for it: ads that launched or left their
 // fresh window, and every fresh ad when the floor was recomputed.
-func (t *trend) advanceLocked(now int64) []uint32 {
+func (t *Priors) advanceLocked(now int64) []uint32 {
 	if now <= t.now {
 		return nil
 	}
@@ -358,24 +344,24 @@ func (t *trend) advanceLocked(now int64) []uint32 {
 	return changed
 }
 
-// syncPriors sets the prior of every live ad of the index from the trend
-// (0 for all when the trend is nil), in one index snapshot: for an index
-// read from a file, whose docs carry the priors they were saved with.
-func (s *Snapshot) syncPriors(ctx context.Context) error {
-	idx := s.Index.Snapshot()
+// Sync sets the prior of every live ad of ix from t (0 for all when t is
+// nil), in one index snapshot: for an index read from a file, or built
+// before t was counted.
+func (t *Priors) Sync(ctx context.Context, ix *index.Index) error {
+	idx := ix.Snapshot()
 	ids := make([]uint32, 0, idx.Len())
 	it := idx.Live().Iterator()
 	for it.HasNext() {
 		ids = append(ids, it.Next())
 	}
 	var err error
-	if t := s.trend; t != nil {
+	if t != nil {
 		t.mu.Lock()
 		defer t.mu.Unlock()
-		err = t.setPriorsLocked(ctx, s.Index, ids)
+		err = t.setPriorsLocked(ctx, ix, ids)
 	} else {
 		zero := make([]float32, len(ids))
-		err = s.Index.SetPriors(ctx, ids, zero, zero)
+		err = ix.SetPriors(ctx, ids, zero, zero)
 	}
 	if err != nil {
 		return fmt.Errorf("set ad priors: %w", err)
@@ -383,15 +369,13 @@ func (s *Snapshot) syncPriors(ctx context.Context) error {
 	return nil
 }
 
-// ObserveEngagement adds the engagement events among evs (stored in store
-// already) to the ads' trend and co-engagement, moves the trend's time to
-// their latest, and updates the priors that changed in the live index, so
-// that retrieval follows what is engaging now, and which ads are fresh,
-// without waiting for the next snapshot. The ingest path calls it for every stored batch.
-func (s *Snapshot) ObserveEngagement(ctx context.Context, store *graph.Store, evs []graph.Event) error {
-	s.co.observe(store, evs)
-	t := s.trend
-	if t == nil || s.Index == nil {
+// Observe adds the engagement events among evs (stored in store already)
+// to the ads' counts, moves the priors' time to their latest, and updates
+// the priors that changed in ix, so that retrieval follows what is
+// engaging now, and which ads are fresh, without waiting for the next
+// generation. A nil t does nothing.
+func (t *Priors) Observe(ctx context.Context, store *graph.Store, evs []graph.Event, ix *index.Index) error {
+	if t == nil || ix == nil {
 		return nil
 	}
 	// The lock is held until the index has the new priors, so that
@@ -402,16 +386,16 @@ func (s *Snapshot) ObserveEngagement(ctx context.Context, store *graph.Store, ev
 	if len(ids) == 0 {
 		return nil
 	}
-	if err := t.setPriorsLocked(ctx, s.Index, ids); err != nil {
+	if err := t.setPriorsLocked(ctx, ix, ids); err != nil {
 		return fmt.Errorf("update ad priors: %w", err)
 	}
 	return nil
 }
 
-// observeLocked counts the engagement events among evs, moves the trend's
+// observeLocked counts the engagement events among evs, moves the priors'
 // time to their latest and returns the ads whose prior may have changed,
 // sorted.
-func (t *trend) observeLocked(store *graph.Store, evs []graph.Event) []uint32 {
+func (t *Priors) observeLocked(store *graph.Store, evs []graph.Event) []uint32 {
 	var latest int64
 	var ids []uint32
 	for i := range evs {

@@ -1,31 +1,27 @@
-package serving
+package retrieval
 
 import (
 	"container/heap"
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/hir-ads/hir/graph"
 	"github.com/hir-ads/hir/index"
 	"github.com/hir-ads/hir/model"
+	"github.com/hir-ads/hir/rank"
 )
 
-// Snapshot is one published serving state: a model version, the ad index
-// built from its embeddings, and the per-type embedding matrices of every
-// entity the model saw. It is immutable once published, except Index, which
-// is the live writer that new ads are upserted into (its readers take
-// index snapshots). A request loads the Snapshot once and uses it
-// throughout.
-type Snapshot struct {
+// Generation is one trained model's immutable serving state: the model,
+// the per-type embedding matrices of every entity it embedded, and the
+// token catalogue of the ad index as built. Nothing in a Generation
+// changes after it is built; what every ingested event changes is its
+// [Live] part. Safe for concurrent reads.
+type Generation struct {
 	// Model embeds entities unseen at training time (cold start); nil
 	// serves only the precomputed embeddings.
 	Model *model.Model
-	// Index holds the ads: doc id = the ad's graph node index.
-	Index *index.Index
 	// Version names the model version ("v3"); TrainedAt is when it was
 	// trained and AsOf the graph time (unix ms) its embeddings were taken at.
 	Version   string
@@ -40,35 +36,50 @@ type Snapshot struct {
 	// existed at AsOf (ads included), for similar-entity search and known
 	// users.
 	Embeddings map[graph.NodeType]*Matrix
-	// Catalogue labels the interest tokens of Index as built (nil: no
+	// Catalogue labels the interest tokens of the index as built (nil: no
 	// labels).
 	Catalogue *index.Catalogue
-
-	// trend holds the ads' engagement counts behind the index priors (nil:
-	// priors disabled).
-	trend *trend
-	// co holds the ads' co-engagement behind the re-rank's co-engagement
-	// term (nil: the term is off).
-	co *coEngagement
-}
-
-// IndexSize returns the number of ads in the live index.
-func (s *Snapshot) IndexSize() int {
-	if s == nil || s.Index == nil {
-		return 0
-	}
-	return s.Index.Snapshot().Len()
 }
 
 // Dim returns the embedding dimension, 0 when unknown.
-func (s *Snapshot) Dim() int {
-	if s.Index != nil {
-		return s.Index.Quantizer().Dim()
+func (g *Generation) Dim() int {
+	if g.Model != nil {
+		return g.Model.Config().EmbedDim
 	}
-	for _, m := range s.Embeddings {
+	for _, m := range g.Embeddings {
 		return m.Dim
 	}
 	return 0
+}
+
+// Live is the writer-side part of a served generation: the live ad index
+// (fresh ads are upserted into it; its readers take index snapshots), the
+// ads' engagement priors and their co-engagement. Every ingested event
+// changes it. Its one owner is the [Engine] that serves it: only
+// Engine.Publish and Engine.Apply write to it, under the engine's apply
+// lock, after the event is in the graph store. Readers may use it
+// concurrently.
+type Live struct {
+	Index *index.Index
+	// Priors and Co are nil when the settings turn them off, and before
+	// Engine.Publish counts them.
+	Priors *rank.Priors
+	Co     *rank.CoEngagement
+}
+
+// Served is what a request reads: a generation and its live part. A
+// request loads the engine's current Served once and uses it throughout.
+type Served struct {
+	Gen  *Generation
+	Live *Live
+}
+
+// IndexSize returns the number of ads in the live index.
+func (s *Served) IndexSize() int {
+	if s == nil || s.Live == nil || s.Live.Index == nil {
+		return 0
+	}
+	return s.Live.Index.Snapshot().Len()
 }
 
 // Matrix is a dense matrix of L2-normalised embeddings of nodes of one type,
@@ -101,8 +112,12 @@ func NewMatrix(dim int, idx []uint32, vecs [][]float32) (*Matrix, error) {
 // Len returns the number of rows.
 func (m *Matrix) Len() int { return len(m.Idx) }
 
-// Vector returns the embedding of node idx; the slice must not be modified.
+// Vector returns the embedding of node idx; the slice must not be
+// modified. A nil matrix has no rows.
 func (m *Matrix) Vector(idx uint32) ([]float32, bool) {
+	if m == nil {
+		return nil, false
+	}
 	r, ok := m.row[idx]
 	if !ok {
 		return nil, false
@@ -110,23 +125,23 @@ func (m *Matrix) Vector(idx uint32) ([]float32, bool) {
 	return m.Data[r*m.Dim : (r+1)*m.Dim], true
 }
 
-// scored is one row and its score.
-type scored struct {
-	idx   uint32
-	score float32
+// Scored is one row of a [Matrix] (a graph node index) and its score.
+type Scored struct {
+	Idx   uint32
+	Score float32
 }
 
-type minHeap []scored
+type minHeap []Scored
 
 func (h minHeap) Len() int { return len(h) }
 func (h minHeap) Less(i, j int) bool {
-	if h[i].score != h[j].score {
-		return h[i].score < h[j].score
+	if h[i].Score != h[j].Score {
+		return h[i].Score < h[j].Score
 	}
-	return h[i].idx > h[j].idx
+	return h[i].Idx > h[j].Idx
 }
 func (h minHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *minHeap) Push(x any)   { *h = append(*h, x.(scored)) }
+func (h *minHeap) Push(x any)   { *h = append(*h, x.(Scored)) }
 func (h *minHeap) Pop() any {
 	old := *h
 	x := old[len(old)-1]
@@ -134,10 +149,10 @@ func (h *minHeap) Pop() any {
 	return x
 }
 
-// topK returns the k rows with the highest dot product with q, best first
+// TopK returns the k rows with the highest dot product with q, best first
 // (ties by smaller node index), skipping node skip when skipOK. It checks
 // ctx every 4096 rows.
-func (m *Matrix) topK(ctx context.Context, q []float32, k int, skip uint32, skipOK bool) ([]scored, error) {
+func (m *Matrix) TopK(ctx context.Context, q []float32, k int, skip uint32, skipOK bool) ([]Scored, error) {
 	if len(q) != m.Dim {
 		return nil, fmt.Errorf("top-k: %w: query dim %d, want %d", ErrBadRequest, len(q), m.Dim)
 	}
@@ -153,40 +168,17 @@ func (m *Matrix) topK(ctx context.Context, q []float32, k int, skip uint32, skip
 		}
 		s := index.Dot(q, m.Data[r*m.Dim:(r+1)*m.Dim])
 		if len(h) < k {
-			heap.Push(&h, scored{idx, s})
-		} else if s > h[0].score || (s == h[0].score && idx < h[0].idx) {
-			h[0] = scored{idx, s}
+			heap.Push(&h, Scored{idx, s})
+		} else if s > h[0].Score || (s == h[0].Score && idx < h[0].Idx) {
+			h[0] = Scored{idx, s}
 			heap.Fix(&h, 0)
 		}
 	}
-	out := make([]scored, len(h))
+	out := make([]Scored, len(h))
 	for i := len(h) - 1; i >= 0; i-- {
-		out[i] = heap.Pop(&h).(scored)
+		out[i] = heap.Pop(&h).(Scored)
 	}
 	return out, nil
-}
-
-// formatToken renders t as the API's "level.code".
-func formatToken(t index.Token) string {
-	return strconv.Itoa(t.Level()) + "." + strconv.Itoa(t.Code())
-}
-
-// parseToken parses the API's "level.code".
-func parseToken(s string) (index.Token, error) {
-	l, c, ok := strings.Cut(s, ".")
-	if !ok {
-		return 0, badRequestf("token %q: want \"level.code\"", s)
-	}
-	level, err1 := strconv.Atoi(l)
-	code, err2 := strconv.Atoi(c)
-	if err1 != nil || err2 != nil {
-		return 0, badRequestf("token %q: want \"level.code\" with decimal integers", s)
-	}
-	t, ok := index.MakeToken(level, code)
-	if !ok {
-		return 0, badRequestf("token %q: level or code out of range", s)
-	}
-	return t, nil
 }
 
 // embedCache caches embeddings computed on the fly, keyed by model version,

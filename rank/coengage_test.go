@@ -1,4 +1,4 @@
-package serving
+package rank
 
 import (
 	"fmt"
@@ -40,7 +40,7 @@ func coGraphEvent(ev coEvent) graph.Event {
 
 // coCounts renders the counts by ad name: users per ad and pair counts
 // ("A|B" with A < B).
-func coCounts(store *graph.Store, c *coEngagement) (users, pairs map[string]float32) {
+func coCounts(store *graph.Store, c *CoEngagement) (users, pairs map[string]float32) {
 	name := func(i uint32) string { return store.Ref(graph.NodeID{Type: graph.NodeAd, Idx: i}).ID }
 	users, pairs = map[string]float32{}, map[string]float32{}
 	for a, n := range c.users {
@@ -112,23 +112,23 @@ func TestCoEngagementCounts(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			opts := CoEngageOptions{Window: tc.window}
-			opts.applyDefaults()
+			opts := DefaultOptions()
+			opts.CoEngage.WindowAds = tc.window
 			full := coStore(t, tc.evs)
-			users, pairs := coCounts(full, newCoEngagement(full, math.MaxInt64, opts))
+			users, pairs := coCounts(full, NewCoEngagement(full, math.MaxInt64, opts))
 			if !maps.Equal(users, tc.users) || !maps.Equal(pairs, tc.pairs) {
 				t.Errorf("counted users %v pairs %v, want %v %v", users, pairs, tc.users, tc.pairs)
 			}
 			// Count the first events, then observe the rest one by one.
 			for cut := range len(tc.evs) {
 				store := coStore(t, tc.evs[:cut])
-				c := newCoEngagement(store, math.MaxInt64, opts)
+				c := NewCoEngagement(store, math.MaxInt64, opts)
 				for _, ev := range tc.evs[cut:] {
 					gev := coGraphEvent(ev)
 					if _, err := store.AddEvent(gev); err != nil {
 						t.Fatal(err)
 					}
-					c.observe(store, []graph.Event{gev})
+					c.Observe(store, []graph.Event{gev})
 				}
 				if u, p := coCounts(store, c); !maps.Equal(u, tc.users) || !maps.Equal(p, tc.pairs) {
 					t.Errorf("observed after %d events: users %v pairs %v, want %v %v", cut, u, p, tc.users, tc.pairs)
@@ -136,7 +136,7 @@ func TestCoEngagementCounts(t *testing.T) {
 			}
 		})
 	}
-	if c := newCoEngagement(graph.NewStore(graph.Options{}), 0, CoEngageOptions{Window: -1}); c != nil {
+	if c := NewCoEngagement(graph.NewStore(graph.Options{}), 0, Options{}); c != nil {
 		t.Errorf("window -1: counts kept, want the term off")
 	}
 }
@@ -157,9 +157,9 @@ func TestCoEngagementBoost(t *testing.T) {
 		}
 		return n.Idx
 	}
-	opts := CoEngageOptions{HalfLife: 1}
-	opts.applyDefaults()
-	c := newCoEngagement(store, math.MaxInt64, opts)
+	opts := DefaultOptions()
+	opts.CoEngage.HalfLifeAds = 1
+	c := NewCoEngagement(store, math.MaxInt64, opts)
 	near := func(a, b float32) bool { return math.Abs(float64(a-b)) < 1e-5 }
 	// users: A 2, B 2, C 2, D 1; pairs: AB 2, AC 1, BC 1.
 	tests := []struct {
@@ -181,7 +181,7 @@ func TestCoEngagementBoost(t *testing.T) {
 			for i, n := range tc.recent {
 				recent[i] = id(n)
 			}
-			got := c.boost(recent, tc.weight)
+			got := c.Boost(recent, tc.weight)
 			if (got == nil) != (tc.want == nil) || len(got) != len(tc.want) {
 				t.Fatalf("boost = %v, want %v", got, tc.want)
 			}
@@ -191,13 +191,5 @@ func TestCoEngagementBoost(t *testing.T) {
 				}
 			}
 		})
-	}
-	// recentAds: distinct, most recent engagement first.
-	u2, _ := store.Lookup(graph.Ref{Type: graph.NodeUser, ID: "u2"})
-	if got, want := recentAds(store, u2, math.MaxInt64, 2), []uint32{id("C"), id("B")}; fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("recentAds = %v, want %v", got, want)
-	}
-	if got := recentAds(store, u2, worldT0+3, 10); fmt.Sprint(got) != fmt.Sprint([]uint32{id("A")}) {
-		t.Errorf("recentAds as of ts 3 = %v, want [A]", got)
 	}
 }

@@ -1,0 +1,321 @@
+package retrieval
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hir-ads/hir/graph"
+	"github.com/hir-ads/hir/index"
+	"github.com/hir-ads/hir/rank"
+)
+
+// Sentinel errors of the engine. Callers test for them with errors.Is.
+var (
+	// ErrNoGeneration means no model has been trained or loaded yet.
+	ErrNoGeneration = errors.New("no model trained yet: POST /v1/model/train or wait for the background trainer")
+	// ErrBadRequest marks an invalid retrieval request.
+	ErrBadRequest = errors.New("bad request")
+	// ErrNotFound marks an entity the graph does not hold.
+	ErrNotFound = errors.New("not found")
+	// ErrBadOptions marks invalid engine options.
+	ErrBadOptions = errors.New("bad retrieval options")
+	// errNoModel reports an operation that needs the generation's model.
+	errNoModel = errors.New("the served generation has no model for cold-start embedding")
+)
+
+// DefaultEmbedCacheSize bounds the cache of embeddings computed at request
+// time when Options.EmbedCacheSize is 0.
+const DefaultEmbedCacheSize = 100_000
+
+// Options configures an [Engine].
+type Options struct {
+	// Rank shapes the priors, the co-engagement and the definition of a new
+	// user (start from rank.DefaultOptions; its zero value turns them all
+	// off).
+	Rank rank.Options
+	// Weights are the re-rank weights of a request that names none (start
+	// from rank.DefaultWeights; 0 turns a term off).
+	Weights rank.Weights
+	// Build configures the catch-up embedding of a publication.
+	Build BuildOptions
+	// TextIndexDir holds the bleve keyword index of ad text; empty keeps it
+	// in memory, built from the graph by NewEngine.
+	TextIndexDir string
+	// NoKeywords disables the keyword index: requests with a query fail.
+	// For offline evaluation, which sends none.
+	NoKeywords bool
+	// EmbedCacheSize bounds the cache of request-time embeddings (default
+	// DefaultEmbedCacheSize).
+	EmbedCacheSize int
+	// Logger defaults to discard.
+	Logger *slog.Logger
+}
+
+// Engine is HIR's retrieval core: it serves one [Generation] at a time
+// with its [Live] part over a graph store, answers [Engine.Retrieve], and
+// owns every write to the live part ([Engine.Apply], [Engine.Publish]).
+// The HTTP server and the offline evaluation both call it, so that what is
+// evaluated is what is served. Safe for concurrent use.
+type Engine struct {
+	opts   Options
+	logger *slog.Logger
+	store  *graph.Store
+	text   *index.TextIndex // nil with Options.NoKeywords
+	cache  *embedCache
+
+	cur atomic.Pointer[Served]
+
+	// applyMu serialises the writers of the graph store (through Apply)
+	// and of the live part: a publication's catch-up sees every event that
+	// was applied, and no event is applied twice to the counters.
+	applyMu sync.Mutex
+}
+
+// NewEngine returns an engine over store with nothing served yet. It builds
+// the keyword index of the stored ads' text (unless opts.NoKeywords or
+// opts.TextIndexDir holds one). Close releases it.
+func NewEngine(store *graph.Store, opts Options) (*Engine, error) {
+	if store == nil {
+		return nil, fmt.Errorf("%w: nil store", ErrBadOptions)
+	}
+	if err := opts.Rank.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadOptions, err)
+	}
+	if err := opts.Weights.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadOptions, err)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.EmbedCacheSize <= 0 {
+		opts.EmbedCacheSize = DefaultEmbedCacheSize
+	}
+	opts.Build.applyDefaults()
+	e := &Engine{opts: opts, logger: opts.Logger.With("component", "retrieval"), store: store,
+		cache: newEmbedCache(opts.EmbedCacheSize)}
+	if opts.NoKeywords {
+		return e, nil
+	}
+	var err error
+	if e.text, err = index.NewTextIndex(opts.TextIndexDir); err != nil {
+		return nil, fmt.Errorf("open text index: %w", err)
+	}
+	if opts.TextIndexDir == "" {
+		start := time.Now()
+		if err := e.indexAllText(context.Background()); err != nil {
+			return nil, err
+		}
+		e.logger.Info("keyword index built", "ads", store.NumNodes(graph.NodeAd), "elapsed", time.Since(start))
+	}
+	return e, nil
+}
+
+// Close releases the keyword index.
+func (e *Engine) Close() error {
+	if e.text == nil {
+		return nil
+	}
+	if err := e.text.Close(); err != nil {
+		return fmt.Errorf("close text index: %w", err)
+	}
+	return nil
+}
+
+// Store returns the graph store the engine reads and Apply writes.
+func (e *Engine) Store() *graph.Store { return e.store }
+
+// Options returns the engine's options.
+func (e *Engine) Options() Options { return e.opts }
+
+// Current returns what is served now, nil before the first publication. The
+// caller must not modify it.
+func (e *Engine) Current() *Served { return e.cur.Load() }
+
+// Publish serves s from now on: requests in flight keep what they loaded.
+// Before it does, under the apply lock, it catches s up with everything
+// applied since s was built: ads created or re-linked since are embedded and
+// upserted into s's live index, and the ads' priors and co-engagement are
+// counted from the store as it is now and written into the index. So no
+// event or entity ingested during a training round is missing from the
+// generation it publishes. s must come from [Build], [Load], [Open] or a
+// [TrainJob] and must not be published twice.
+func (e *Engine) Publish(ctx context.Context, s *Served) error {
+	if s == nil || s.Gen == nil || s.Live == nil || s.Live.Index == nil {
+		return fmt.Errorf("%w: publish an incomplete generation", ErrBadOptions)
+	}
+	e.applyMu.Lock()
+	defer e.applyMu.Unlock()
+	start := time.Now()
+	now := max(s.Gen.AsOf, e.store.MaxTS())
+	if s.Gen.Model != nil {
+		n, err := catchUpIndex(ctx, s, e.store, serveTime(e.store), nil, e.opts.Build)
+		if err != nil {
+			return fmt.Errorf("publish %s: %w", s.Gen.Version, err)
+		}
+		if n > 0 {
+			e.logger.Info("caught up ads ingested since the generation was built", "version", s.Gen.Version, "ads", n)
+		}
+	}
+	s.Live.Priors = rank.NewPriors(e.store, s.Gen.AsOf, now, e.opts.Rank)
+	s.Live.Co = rank.NewCoEngagement(e.store, now, e.opts.Rank)
+	if err := s.Live.Priors.Sync(ctx, s.Live.Index); err != nil {
+		return fmt.Errorf("publish %s: %w", s.Gen.Version, err)
+	}
+	e.cur.Store(s)
+	e.cache.reset()
+	e.logger.Info("generation published", "version", s.Gen.Version, "index_size", s.IndexSize(),
+		"catch_up", time.Since(start))
+	return nil
+}
+
+// Apply applies a batch that the caller has stored durably to the graph
+// store (entities first, then events; duplicate event ids are skipped) and
+// then to the served live part: the keyword index gets the text of the ads
+// it created or changed, those ads are embedded with the served model and
+// upserted into the live index, and its engagement events update the
+// priors and the co-engagement. It returns the events that were new. An
+// error after the store was updated is returned too: the batch is in the
+// store, and the next publication catches the live part up.
+func (e *Engine) Apply(ctx context.Context, ents []graph.Entity, evs []graph.Event) ([]graph.Event, error) {
+	e.applyMu.Lock()
+	defer e.applyMu.Unlock()
+	added, err := ApplyToStore(e.store, ents, evs)
+	if err != nil {
+		return nil, err
+	}
+	s := e.cur.Load()
+	var errs []error
+	if err := e.indexFresh(ctx, s, ents, evs); err != nil {
+		errs = append(errs, err)
+	}
+	if s != nil {
+		if err := s.Live.Priors.Observe(ctx, e.store, added, s.Live.Index); err != nil {
+			errs = append(errs, err)
+		}
+		s.Live.Co.Observe(e.store, added)
+	}
+	return added, errors.Join(errs...)
+}
+
+// ApplyToStore applies a stored batch to store: entities first (so events
+// find their content), then events. Duplicate event ids are skipped by the
+// store; it returns the events that were new. It is the replay path of a
+// log at start-up, before an engine serves the store.
+func ApplyToStore(store *graph.Store, ents []graph.Entity, evs []graph.Event) ([]graph.Event, error) {
+	for i := range ents {
+		if _, err := store.UpsertEntity(ents[i]); err != nil {
+			return nil, fmt.Errorf("apply entity %s: %w", ents[i].Ref(), err)
+		}
+	}
+	added := make([]graph.Event, 0, len(evs))
+	for i := range evs {
+		ok, err := store.AddEvent(evs[i])
+		if err != nil {
+			return nil, fmt.Errorf("apply event %d: %w", i, err)
+		}
+		if ok {
+			added = append(added, evs[i])
+		}
+	}
+	return added, nil
+}
+
+// serveTime is the graph time request-time embeddings are taken at: now,
+// or the newest event when the data lies in the future of the wall clock.
+func serveTime(store *graph.Store) int64 {
+	return max(time.Now().UnixMilli(), store.MaxTS())
+}
+
+// indexAllText puts the text of every stored ad into the keyword index.
+func (e *Engine) indexAllText(ctx context.Context) error {
+	n := e.store.NumNodes(graph.NodeAd)
+	docs := map[uint32]index.TextDoc{}
+	for i := range n {
+		id := graph.NodeID{Type: graph.NodeAd, Idx: uint32(i)}
+		if ent := e.store.Entity(id); ent != nil && ent.Text != "" {
+			docs[id.Idx] = textDoc(ent)
+		}
+		if len(docs) == 4096 || (i == n-1 && len(docs) > 0) {
+			if err := e.text.Index(ctx, docs); err != nil {
+				return fmt.Errorf("index ad text: %w", err)
+			}
+			clear(docs)
+		}
+	}
+	return nil
+}
+
+func textDoc(e *graph.Entity) index.TextDoc {
+	return index.TextDoc{Title: e.Text, Description: e.Attrs["description"],
+		Category: e.Attrs[index.AttrCategory], Brand: e.Attrs[index.AttrBrand]}
+}
+
+// indexFresh refreshes the keyword-index text of the ads a batch created or
+// changed and, when a generation with a model is served (s not nil),
+// embeds them with its model and upserts them into the live index, so that
+// a new ad posted with its structure edges is retrievable at once. The
+// apply lock must be held.
+func (e *Engine) indexFresh(ctx context.Context, s *Served, ents []graph.Entity, evs []graph.Event) error {
+	touched := map[graph.NodeID]bool{}
+	mark := func(r graph.Ref) {
+		if r.Type != graph.NodeAd {
+			return
+		}
+		if id, ok := e.store.Lookup(r); ok {
+			touched[id] = true
+		}
+	}
+	for i := range ents {
+		mark(ents[i].Ref())
+	}
+	for i := range evs {
+		if evs[i].Type.IsStructure() {
+			mark(evs[i].Src)
+			mark(evs[i].Dst)
+		}
+	}
+	if len(touched) == 0 {
+		return nil
+	}
+	ids := make([]graph.NodeID, 0, len(touched))
+	for id := range touched {
+		ids = append(ids, id)
+	}
+	slices.SortFunc(ids, func(a, b graph.NodeID) int { return int(a.Idx) - int(b.Idx) })
+	if e.text != nil {
+		docs := map[uint32]index.TextDoc{}
+		for _, id := range ids {
+			if ent := e.store.Entity(id); ent != nil {
+				docs[id.Idx] = textDoc(ent)
+			}
+		}
+		if len(docs) > 0 {
+			if err := e.text.Index(ctx, docs); err != nil {
+				return fmt.Errorf("index ad text: %w", err)
+			}
+		}
+	}
+	if s == nil || s.Gen.Model == nil {
+		return nil
+	}
+	asOf := serveTime(e.store)
+	vecs, err := s.Gen.Model.Embed(ctx, e.store, ids, asOf)
+	if err != nil {
+		return fmt.Errorf("embed fresh ads: %w", err)
+	}
+	docs := make([]index.Doc, len(ids))
+	for i, id := range ids {
+		all, newUser := s.Live.Priors.Doc(id.Idx, e.store.Entity(id))
+		docs[i] = index.Doc{ID: id.Idx, Embedding: vecs[i], Attrs: adAttrs(e.store, id, asOf), Prior: all, NewUserPrior: newUser}
+	}
+	if err := s.Live.Index.Upsert(ctx, docs...); err != nil {
+		return fmt.Errorf("upsert fresh ads: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,462 @@
+package retrieval
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/RoaringBitmap/roaring/v2"
+
+	"github.com/hir-ads/hir/graph"
+	"github.com/hir-ads/hir/index"
+	"github.com/hir-ads/hir/rank"
+)
+
+// Limits of a retrieval request.
+const (
+	MaxK             = 1000
+	MaxContextEvents = 1000
+	// keywordHitLimit caps the ads a keyword query restricts to.
+	keywordHitLimit = 10000
+	// maxUserContextEdges caps the stored edges of a user that join a
+	// request's context events in its embedding.
+	maxUserContextEdges = 256
+	// centroidHits caps the keyword hits averaged into a keyword-only
+	// query's vector.
+	centroidHits = 256
+)
+
+// anonymousID is the id that the user of a request without one takes.
+const anonymousID = "_anonymous"
+
+// Request is one retrieval: candidate ads for a user, known to the graph
+// or not, with optional context events, inline content, filter and
+// keywords.
+type Request struct {
+	// User names the user. It may be one the graph has never seen: a
+	// never-seen user is embedded from Content and ContextEvents (or from
+	// nothing but its type, and re-ranked as a new user). nil: anonymous,
+	// with ContextEvents or Query.
+	User *graph.Ref
+	// Content is what the caller knows of the user at request time (text
+	// such as page keywords, attributes such as geo, device or age bucket).
+	// It is used for a user the graph does not hold, or one with context
+	// events; a stored user's own content takes precedence.
+	Content *graph.Entity
+	// ContextEvents are events of the user not (yet) in the graph: the
+	// current visit. Their Src is the user.
+	ContextEvents []graph.Event
+	// K is the number of candidates (1..MaxK).
+	K int
+	// Filter restricts the candidates (nil: none).
+	Filter *index.Filter
+	// Query restricts the candidates to ads whose text matches these
+	// keywords; without a user or context events it also gives the query
+	// vector (the mean of the matching ads).
+	Query string
+	// ExcludeSeen drops the ads the user has interacted with.
+	ExcludeSeen bool
+	// Weights overrides the engine's re-rank weights (nil: the engine's).
+	Weights *rank.Weights
+	// AsOf is the graph time of the request (unix ms); 0 is now. Offline
+	// evaluation sets it to the query time; request-time embeddings are
+	// then not cached.
+	AsOf int64
+	// Exhaustive re-ranks every ad that passes the filters instead of the
+	// token candidates: the exact top-K, the reference of the token index.
+	Exhaustive bool
+}
+
+// Response is the answer to a [Request].
+type Response struct {
+	// Version is the model version that answered.
+	Version string
+	// FreshUser is set when the user's embedding was computed for this
+	// request (a new, changed or never-seen user, or context events)
+	// rather than read from the generation.
+	FreshUser bool
+	// NewUser is set when the user counts as new (rank.NewUser): the
+	// re-rank read the new-user priors.
+	NewUser bool
+	// Candidates are the ads, best first.
+	Candidates []Candidate
+	// Bag is the query bag of the user's vector (the tokens that
+	// generated the candidates).
+	Bag []index.WeightedToken
+	// Stats describe how the candidates were found.
+	Stats Stats
+}
+
+// Candidate is one retrieved ad.
+type Candidate struct {
+	// Ad is the ad's graph node index and Ref its external reference.
+	Ad  uint32
+	Ref graph.Ref
+	// Score is the re-rank score: the sum of Parts.
+	Score float32
+	Parts index.Parts
+	// Tokens are the query tokens whose postings hold the ad (empty when it
+	// was reached otherwise: widening, co-engagement or Exhaustive).
+	Tokens []index.Token
+	// KeywordMatch is set when the request had a query (the candidates
+	// then all match it).
+	KeywordMatch bool
+}
+
+// Stats describe one retrieval's candidate generation and time per stage.
+type Stats struct {
+	Candidates, Allowed int
+	Stage               index.Stage
+	Level               int
+	Start               time.Time
+	Keywords, Embed     time.Duration
+	CandidatesTime      time.Duration
+	RerankTime          time.Duration
+}
+
+// userContext is what a request needs of its user, computed once per
+// request, as of one time, in one pass over the user's stored events.
+type userContext struct {
+	asOf   int64
+	ref    graph.Ref
+	id     graph.NodeID
+	known  bool // the graph holds the user
+	events int  // stored (as of asOf) plus context events
+	// atGen is the number of stored events at the generation's AsOf: the
+	// user changed since when events (without context) differ.
+	atGen  int
+	seen   *roaring.Bitmap // ads the user interacted with; nil unless ExcludeSeen
+	recent []uint32        // distinct engaged ads, most recent first, context first
+	edges  []graph.Edge    // context edges, then the newest stored ones (with context events)
+}
+
+// userContext computes the user's context for req as of asOf.
+func (e *Engine) userContext(s *Served, req *Request, asOf int64) (*userContext, error) {
+	uc := &userContext{asOf: asOf, ref: graph.Ref{Type: graph.NodeUser, ID: anonymousID}}
+	if req.User != nil {
+		uc.ref = *req.User
+		uc.id, uc.known = e.store.Lookup(uc.ref)
+	}
+	if req.ExcludeSeen {
+		uc.seen = roaring.New()
+	}
+	history := s.Live.Co.HistoryAds()
+	inRecent := map[uint32]bool{}
+	// Context events first, most recent first.
+	ctxEvents := slices.Clone(req.ContextEvents)
+	slices.SortStableFunc(ctxEvents, func(a, b graph.Event) int { return cmp.Compare(b.TS, a.TS) })
+	for _, ev := range ctxEvents {
+		nbr, ok := e.store.Lookup(ev.Dst)
+		if !ok {
+			continue // the sampler could not use it either
+		}
+		uc.asOf = max(uc.asOf, ev.TS)
+		uc.edges = append(uc.edges, graph.Edge{Nbr: nbr, Type: ev.Type, Out: true, TS: ev.TS, Weight: ev.Weight})
+		if nbr.Type != graph.NodeAd {
+			continue
+		}
+		if uc.seen != nil {
+			uc.seen.Add(nbr.Idx)
+		}
+		if ev.Type.IsPositive() && history > 0 && !inRecent[nbr.Idx] && len(uc.recent) < history {
+			inRecent[nbr.Idx] = true
+			uc.recent = append(uc.recent, nbr.Idx)
+		}
+	}
+	uc.events = len(req.ContextEvents)
+	if !uc.known {
+		return uc, nil
+	}
+	genAsOf := s.Gen.AsOf
+	stored := 0
+	e.store.Neighbors(uc.id, asOf, func(ed graph.Edge) bool {
+		stored++
+		if ed.TS <= genAsOf {
+			uc.atGen++
+		}
+		if ed.Nbr.Type == graph.NodeAd {
+			if uc.seen != nil {
+				uc.seen.Add(ed.Nbr.Idx)
+			}
+			if rank.Engaged(ed) && len(uc.recent) < history && !inRecent[ed.Nbr.Idx] {
+				inRecent[ed.Nbr.Idx] = true
+				uc.recent = append(uc.recent, ed.Nbr.Idx)
+			}
+		}
+		if len(req.ContextEvents) > 0 && stored <= maxUserContextEdges {
+			uc.edges = append(uc.edges, ed)
+		}
+		return true
+	})
+	uc.events += stored
+	return uc, nil
+}
+
+// validate checks a request's fields.
+func (req *Request) validate() error {
+	switch {
+	case req.K < 1 || req.K > MaxK:
+		return fmt.Errorf("%w: k: %d is out of range 1..%d", ErrBadRequest, req.K, MaxK)
+	case len(req.ContextEvents) > MaxContextEvents:
+		return fmt.Errorf("%w: context_events: %d events exceed the limit of %d", ErrBadRequest, len(req.ContextEvents), MaxContextEvents)
+	case req.User == nil && len(req.ContextEvents) == 0 && req.Query == "":
+		return fmt.Errorf("%w: give a user, context_events or a query", ErrBadRequest)
+	case req.User != nil && req.User.Type != graph.NodeUser:
+		return fmt.Errorf("%w: user: type %s: candidates are retrieved for users (GET /v1/entities/%s/%s/similar finds ads near other entities)",
+			ErrBadRequest, req.User.Type, req.User.Type, req.User.ID)
+	}
+	if req.Weights != nil {
+		if err := req.Weights.Validate(); err != nil {
+			return fmt.Errorf("%w: %w", ErrBadRequest, err)
+		}
+	}
+	return nil
+}
+
+// Retrieve answers candidate ads for a known, never-seen or anonymous user:
+// the user's context (one as-of time, one pass over their events) -> their
+// embedding (the generation's, or computed now) -> BoM query bag -> token
+// postings ∩ filter (∩ keyword hits), minus the seen ads -> exact re-rank
+// by dot product plus the prior and co-engagement terms -> top K. It is the
+// one retrieval path: POST /v1/retrieve and the offline evaluation both call
+// it. Safe for concurrent use.
+func (e *Engine) Retrieve(ctx context.Context, req Request) (*Response, error) {
+	if err := req.validate(); err != nil {
+		return nil, err
+	}
+	s := e.cur.Load()
+	if s == nil {
+		return nil, ErrNoGeneration
+	}
+	st := Stats{Start: time.Now()}
+	asOf := req.AsOf
+	if asOf == 0 {
+		asOf = serveTime(e.store)
+	}
+	w := e.opts.Weights
+	if req.Weights != nil {
+		w = *req.Weights
+	}
+	idx := s.Live.Index.Snapshot()
+
+	var keyword *roaring.Bitmap
+	if req.Query != "" {
+		if e.text == nil {
+			return nil, fmt.Errorf("%w: query: keyword search is disabled", ErrBadRequest)
+		}
+		hits, err := e.text.Search(ctx, req.Query, keywordHitLimit)
+		if err != nil {
+			return nil, fmt.Errorf("%w: query: %w", ErrBadRequest, err)
+		}
+		keyword = hits
+	}
+	st.Keywords = time.Since(st.Start)
+
+	embedStart := time.Now()
+	var uc *userContext
+	var vec []float32
+	fresh := false
+	var err error
+	if req.User != nil || len(req.ContextEvents) > 0 {
+		if uc, err = e.userContext(s, &req, asOf); err != nil {
+			return nil, err
+		}
+		vec, fresh, err = e.userVector(ctx, s, &req, uc)
+		if err != nil {
+			return nil, err
+		}
+	} else {
+		vec = keywordCentroid(idx, keyword)
+	}
+	st.Embed = time.Since(embedStart)
+	out := &Response{Version: s.Gen.Version, FreshUser: fresh, Candidates: []Candidate{}, Stats: st}
+	if vec == nil { // keywords only, and none matched
+		return out, nil
+	}
+
+	q := index.Query{Vector: vec, K: req.K, Filter: req.Filter, Bag: idx.Quantizer().QueryBag(vec),
+		PriorWeight: w.Prior, Exhaustive: req.Exhaustive}
+	if uc != nil {
+		out.NewUser = e.opts.Rank.NewUser.Is(uc.events)
+		q.NewUser = out.NewUser
+		if w.CoEngagement != 0 {
+			q.Boost = s.Live.Co.Boost(uc.recent, w.CoEngagement)
+		}
+		if uc.seen != nil && !uc.seen.IsEmpty() {
+			q.Exclude = uc.seen
+		}
+	}
+	if keyword != nil {
+		q = index.Hybrid(q, keyword, index.HybridAnd)
+	}
+	res, err := idx.Search(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("search index: %w", err)
+	}
+	out.Bag = q.Bag
+	out.Stats.Candidates, out.Stats.Allowed = res.Candidates, res.Allowed
+	out.Stats.Stage, out.Stats.Level = res.Stage, res.Level
+	out.Stats.CandidatesTime, out.Stats.RerankTime = res.CandidatesTime, res.RerankTime
+	out.Candidates = make([]Candidate, 0, len(res.Hits))
+	for _, h := range res.Hits {
+		out.Candidates = append(out.Candidates, Candidate{Ad: h.ID, Ref: e.store.Ref(graph.NodeID{Type: graph.NodeAd, Idx: h.ID}),
+			Score: h.Score, Parts: h.Parts, Tokens: h.Tokens, KeywordMatch: keyword != nil})
+	}
+	return out, nil
+}
+
+// userVector returns the query vector of a request's user and whether it
+// was computed for this request:
+//   - with context events, the user is embedded from a virtual subgraph of
+//     those events and their newest stored edges;
+//   - a stored user who is not new and has no events since the generation
+//     was built is served the generation's embedding;
+//   - another stored user is embedded from their neighbourhood now;
+//   - a never-seen user is embedded from Request.Content alone.
+func (e *Engine) userVector(ctx context.Context, s *Served, req *Request, uc *userContext) ([]float32, bool, error) {
+	if len(req.ContextEvents) == 0 && uc.known {
+		return e.storedVector(ctx, s, uc.id, uc.events, uc.atGen, req.AsOf != 0, uc.asOf)
+	}
+	m := s.Gen.Model
+	if m == nil {
+		return nil, false, fmt.Errorf("embed %s: %w: %w", uc.ref, ErrNoGeneration, errNoModel)
+	}
+	content := req.Content
+	if uc.known {
+		if stored := e.store.Entity(uc.id); stored != nil {
+			content = stored
+		}
+	}
+	// A never-seen user without content or context has nothing that tells
+	// them apart: all share one vector, cached per version.
+	anonymous := len(uc.edges) == 0 && content == nil
+	key := embedKey{version: s.Gen.Version, node: graph.NodeID{Type: uc.ref.Type, Idx: graph.VirtualIdx}, degree: -1}
+	if anonymous {
+		if v, ok := e.cache.get(key); ok {
+			return v, true, nil
+		}
+	}
+	sm := graph.NewSampler(e.store, m.SamplerOptions())
+	sg := sm.SampleVirtual(uc.ref.Type, uc.edges, uc.asOf, graph.ViewTeacher, 1)
+	var src = virtualContent{store: e.store, anchor: graph.NodeID{Type: uc.ref.Type, Idx: graph.VirtualIdx}, content: content}
+	vecs, err := m.EmbedSubgraphs(ctx, src, []*graph.Subgraph{sg})
+	if err != nil {
+		return nil, false, fmt.Errorf("embed %s: %w", uc.ref, err)
+	}
+	if anonymous {
+		e.cache.put(key, vecs[0])
+	}
+	return vecs[0], true, nil
+}
+
+// virtualContent gives the model a virtual anchor's content beside the
+// store's.
+type virtualContent struct {
+	store   *graph.Store
+	anchor  graph.NodeID
+	content *graph.Entity
+}
+
+func (v virtualContent) Entity(id graph.NodeID) *graph.Entity {
+	if id == v.anchor {
+		return v.content
+	}
+	return v.store.Entity(id)
+}
+
+// storedVector returns the embedding of a stored node and whether it was
+// computed now: the live index's for an indexed ad; the generation's for
+// another node it embedded (a user only when not new and unchanged since
+// the generation: events == atGen); else one computed with the
+// generation's model as of asOf (cached per version, node and degree unless
+// exact is set, as offline evaluation asks).
+func (e *Engine) storedVector(ctx context.Context, s *Served, id graph.NodeID, events, atGen int, exact bool, asOf int64) ([]float32, bool, error) {
+	if id.Type == graph.NodeAd {
+		if v, ok := s.Live.Index.Snapshot().Embedding(id.Idx); ok {
+			return v, false, nil
+		}
+	}
+	current := id.Type != graph.NodeUser || (!e.opts.Rank.NewUser.Is(events) && events == atGen)
+	if current {
+		if v, ok := s.Gen.Embeddings[id.Type].Vector(id.Idx); ok {
+			return v, false, nil
+		}
+	}
+	if s.Gen.Model == nil {
+		return nil, false, fmt.Errorf("embed %s: %w: %w", e.store.Ref(id), ErrNoGeneration, errNoModel)
+	}
+	key := embedKey{version: s.Gen.Version, node: id, degree: events}
+	if !exact {
+		if v, ok := e.cache.get(key); ok {
+			return v, true, nil
+		}
+	}
+	vecs, err := s.Gen.Model.Embed(ctx, e.store, []graph.NodeID{id}, asOf)
+	if err != nil {
+		return nil, false, fmt.Errorf("embed %s: %w", e.store.Ref(id), err)
+	}
+	if !exact {
+		e.cache.put(key, vecs[0])
+	}
+	return vecs[0], true, nil
+}
+
+// Vector returns the embedding of a stored entity, as retrieval would use
+// it now (see [Engine.Retrieve]), and whether it was computed for this
+// call. It answers ErrNotFound for an entity the graph does not hold and
+// ErrNoGeneration before the first publication.
+func (e *Engine) Vector(ctx context.Context, ref graph.Ref) ([]float32, *Served, error) {
+	s := e.cur.Load()
+	if s == nil {
+		return nil, nil, ErrNoGeneration
+	}
+	id, ok := e.store.Lookup(ref)
+	if !ok {
+		return nil, s, fmt.Errorf("%w: unknown entity %s", ErrNotFound, ref)
+	}
+	asOf := serveTime(e.store)
+	events := e.store.Degree(id, asOf)
+	vec, _, err := e.storedVector(ctx, s, id, events, e.store.Degree(id, s.Gen.AsOf), false, asOf)
+	return vec, s, err
+}
+
+// keywordCentroid is the normalised mean embedding of the keyword hits that
+// are indexed ads, nil when there are none.
+func keywordCentroid(idx *index.Snapshot, keyword *roaring.Bitmap) []float32 {
+	if keyword == nil {
+		return nil
+	}
+	var sum []float32
+	it := keyword.Iterator()
+	for n := 0; it.HasNext() && n < centroidHits; {
+		v, ok := idx.Embedding(it.Next())
+		if !ok {
+			continue
+		}
+		if sum == nil {
+			sum = make([]float32, len(v))
+		}
+		for i := range v {
+			sum[i] += v[i]
+		}
+		n++
+	}
+	if sum == nil {
+		return nil
+	}
+	var norm float32
+	for _, x := range sum {
+		norm += x * x
+	}
+	if norm == 0 {
+		return nil
+	}
+	inv := 1 / float32(math.Sqrt(float64(norm)))
+	for i := range sum {
+		sum[i] *= inv
+	}
+	return sum
+}
