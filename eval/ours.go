@@ -244,7 +244,8 @@ func (o *Ours) Observe(in Interaction) {
 }
 
 // TokenLevels returns our token assignment of the ads for the truth
-// protocol: per prototype level, finest first, each ad's argmax prototype
+// protocol: per prototype level, coarsest first as the API numbers token
+// levels, each ad's argmax prototype
 // (as of the cut, from the snapshot built by Fit).
 func (o *Ours) TokenLevels() TokenLevels {
 	return func(context.Context) ([]map[string]int, error) {
@@ -269,7 +270,7 @@ func (o *Ours) TokenLevels() TokenLevels {
 						best, arg = s, k
 					}
 				}
-				out[L-1-l][id] = arg // model levels are coarse first
+				out[l][id] = arg
 			}
 		}
 		return out, nil

@@ -19,8 +19,9 @@ type Truth struct {
 	ItemInterest map[string]int
 	// UserInterests are each user's planted fine interests.
 	UserInterests map[string][]int
-	// Levels are the planted hierarchy's labelings of the ads, finest first
-	// (e.g. fine, mid, coarse), keyed by ad id.
+	// Levels are the planted hierarchy's labelings of the ads, coarsest
+	// first (coarse, mid, fine), keyed by ad id: numbered as token levels
+	// are everywhere (level 0 is the coarsest).
 	Levels []map[string]int
 }
 
@@ -31,13 +32,13 @@ func TruthFromDataset(t *dataset.Truth) *Truth {
 	out := &Truth{
 		ItemInterest:  make(map[string]int),
 		UserInterests: make(map[string][]int),
-		Levels:        []map[string]int{{}, {}, {}},
+		Levels:        []map[string]int{{}, {}, {}}, // coarse, mid, fine
 	}
 	for _, e := range t.Entities {
 		switch e.Type {
 		case graph.NodeAd:
 			out.ItemInterest[e.ID] = e.Fine
-			out.Levels[0][e.ID], out.Levels[1][e.ID], out.Levels[2][e.ID] = e.Fine, e.Mid, e.Coarse
+			out.Levels[0][e.ID], out.Levels[1][e.ID], out.Levels[2][e.ID] = e.Coarse, e.Mid, e.Fine
 		case graph.NodeUser:
 			ins := make([]int, 0, len(e.Interests))
 			for _, in := range e.Interests {
@@ -53,7 +54,7 @@ func TruthFromDataset(t *dataset.Truth) *Truth {
 }
 
 // TokenLevels assigns each ad a token (cluster) per level of our hierarchy,
-// finest first. It returns one map per level from ad id to code; an ad may be
+// coarsest first (level l is the API's token level l). It returns one map per level from ad id to code; an ad may be
 // missing from a level.
 type TokenLevels func(ctx context.Context) ([]map[string]int, error)
 
