@@ -41,7 +41,7 @@ func parseEvalFlags(e *env, args []string) (*evalFlags, error) {
 	fs.StringVar(&f.cfg.Window, "window", "test", "test, or validation (tune on this one)")
 	fs.Float64Var(&f.cfg.TestFraction, "test-fraction", 0.2, "latest share of the interactions in the test window")
 	fs.IntVar(&f.cfg.MaxQueries, "max-queries", 0, "cap on the queries, spread evenly (0: all)")
-	methods := fs.String("methods", evalMethodsDefault(), "comma-separated methods: "+evalMethodsDefault()+" (ours = ours-dense and ours-tokens)")
+	methods := fs.String("methods", evalMethodsDefault(), "comma-separated methods: "+evalMethodsDefault()+" (ours = ours-dense and ours-tokens), or "+methodService+" (with --service; then the default)")
 	fs.StringVar(&f.jsonPath, "json", "", "write the JSON report here")
 	fs.StringVar(&f.mdPath, "md", "", "also write the Markdown table here")
 	fs.IntVar(&f.ours.Train.Steps, "steps", 300, "training steps of our model")
