@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"slices"
@@ -18,6 +19,10 @@ type evalFlags struct {
 	useOurs  bool
 	jsonPath string
 	mdPath   string
+	// service, when service.URL is set, scores a running service through
+	// its REST API (method "service").
+	service    serviceOptions
+	useService bool
 }
 
 // evalMethodsDefault lists every method `hir eval` runs by default.
@@ -28,7 +33,7 @@ func evalMethodsDefault() string {
 // parseEvalFlags parses the flags of `hir eval` into the harness and model
 // options.
 func parseEvalFlags(e *env, args []string) (*evalFlags, error) {
-	fs := newFlags(e, "eval", "--data DIR [--protocol chrono|replay|truth] [--window test|validation] [--json out.json] [--steps N] [--max-queries N] [--methods m1,m2]")
+	fs := newFlags(e, "eval", "--data DIR [--protocol chrono|replay|truth] [--window test|validation] [--json out.json] [--steps N] [--max-queries N] [--methods m1,m2] [--service URL]")
 	f := &evalFlags{}
 	fs.StringVar(&f.cfg.Data, "data", "", "data set directory: MovieLens folder (u.data) or a `hir synth` output (required)")
 	fs.StringVar(&f.cfg.Format, "format", "", "importer format (default: movielens when DIR holds u.data, else jsonl)")
@@ -36,7 +41,7 @@ func parseEvalFlags(e *env, args []string) (*evalFlags, error) {
 	fs.StringVar(&f.cfg.Window, "window", "test", "test, or validation (tune on this one)")
 	fs.Float64Var(&f.cfg.TestFraction, "test-fraction", 0.2, "latest share of the interactions in the test window")
 	fs.IntVar(&f.cfg.MaxQueries, "max-queries", 0, "cap on the queries, spread evenly (0: all)")
-	methods := fs.String("methods", evalMethodsDefault(), "comma-separated methods: "+evalMethodsDefault()+" (ours = ours-dense and ours-tokens)")
+	methods := fs.String("methods", evalMethodsDefault(), "comma-separated methods: "+evalMethodsDefault()+" (ours = ours-dense and ours-tokens), or "+methodService+" (with --service; then the default)")
 	fs.StringVar(&f.jsonPath, "json", "", "write the JSON report here")
 	fs.StringVar(&f.mdPath, "md", "", "also write the Markdown table here")
 	fs.IntVar(&f.ours.Train.Steps, "steps", 300, "training steps of our model")
@@ -48,8 +53,18 @@ func parseEvalFlags(e *env, args []string) (*evalFlags, error) {
 	prior := defaultPriorFlags()
 	prior.register(fs, "weight of the ads' engagement prior in our re-rank")
 	fs.IntVar(&f.ours.Build.Search.ExhaustiveMax, "exhaustive-max", 1, "token index: re-rank the whole catalogue at most this size (serving default 16384)")
+	fs.StringVar(&f.service.URL, "service", "", "also score the HIR service at this URL through its REST API (method service; alone unless --methods names others); it must start empty: the training window is posted and trained on")
+	fs.StringVar(&f.service.APIKey, "service-api-key", "", "bearer API key for the service's writes (default env HIR_API_KEY)")
+	fs.BoolVar(&f.service.NoIngest, "service-no-ingest", false, "the service already holds exactly the training window and serves a model of it: post and train nothing")
+	fs.BoolVar(&f.service.InlineUsers, "service-inline-users", false, "post no user entities: users the training events do not name are unknown to the service (404s are scored empty and counted)")
+	fs.DurationVar(&f.service.TrainTimeout, "service-train-timeout", defaultServiceTrainTimeout, "how long to wait for the service's training round")
 	if err := parse(fs, args); err != nil {
 		return nil, err
+	}
+	explicit := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { explicit[fl.Name] = true })
+	if f.service.URL != "" && !explicit["methods"] {
+		*methods = methodService
 	}
 	if err := prior.check(); err != nil {
 		return nil, errors.Join(errUsage, err)
@@ -72,7 +87,7 @@ func parseEvalFlags(e *env, args []string) (*evalFlags, error) {
 		return nil, errors.Join(errUsage, errors.New("--max-queries and --steps must be >= 0"))
 	}
 	f.cfg.Methods = []string{}
-	known := append(eval.MethodNames(), eval.MethodOurs)
+	known := append(eval.MethodNames(), eval.MethodOurs, methodService)
 	for _, m := range strings.Split(*methods, ",") {
 		m = strings.TrimSpace(m)
 		switch {
@@ -81,12 +96,23 @@ func parseEvalFlags(e *env, args []string) (*evalFlags, error) {
 			return nil, errors.Join(errUsage, fmt.Errorf("--methods: unknown method %q (known: %s)", m, strings.Join(known, ", ")))
 		case m == eval.MethodOurs:
 			f.useOurs = true
+		case m == methodService:
+			f.useService = true
 		case !slices.Contains(f.cfg.Methods, m):
 			f.cfg.Methods = append(f.cfg.Methods, m)
 		}
 	}
-	if len(f.cfg.Methods) == 0 && !f.useOurs {
+	if len(f.cfg.Methods) == 0 && !f.useOurs && !f.useService {
 		return nil, errors.Join(errUsage, errors.New("--methods: no method"))
+	}
+	switch {
+	case f.useService && f.service.URL == "":
+		return nil, errors.Join(errUsage, errors.New("--methods service needs --service URL"))
+	case f.service.URL != "" && !f.useService:
+		return nil, errors.Join(errUsage, errors.New("--service given but --methods does not name service"))
+	}
+	if f.service.APIKey == "" {
+		f.service.APIKey = os.Getenv("HIR_API_KEY")
 	}
 	return f, nil
 }
@@ -108,6 +134,14 @@ func runEval(ctx context.Context, e *env, args []string) error {
 			f.cfg.TokenLevels = ours.TokenLevels()
 		}
 	}
+	var svc *serviceMethod
+	if f.useService {
+		f.service.Logger = e.logger.With("method", methodService)
+		if svc, err = newServiceMethod(f.service); err != nil {
+			return errors.Join(errUsage, err)
+		}
+		f.cfg.Extra = append(f.cfg.Extra, svc)
+	}
 	rep, err := eval.Run(ctx, f.cfg)
 	if err != nil {
 		return err
@@ -115,6 +149,10 @@ func runEval(ctx context.Context, e *env, args []string) error {
 	md := rep.Markdown()
 	if ours != nil {
 		md += fmt.Sprintf("\n%s re-ranked %.0f ads per query on average (of %d).\n", eval.MethodOursTokens, ours.MeanCandidates(), rep.Stats.Items)
+	}
+	if svc != nil {
+		md += fmt.Sprintf("\n%s: %s, model %s; %d queries answered 404 (user unknown to the service), scored as empty lists.\n",
+			methodService, f.service.URL, svc.Version(), svc.NotFound())
 	}
 	fmt.Fprint(e.stdout, md)
 	if f.mdPath != "" {

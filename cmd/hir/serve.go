@@ -73,6 +73,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	fs.BoolVar(&cfg.readAuth, "read-auth", false, "require an API key on read endpoints too")
 	fs.DurationVar(&cfg.trainEvery, "train-every", 0, "run a background training round on this period (e.g. 1h); 0: only on POST /v1/model/train")
 	fs.IntVar(&cfg.train.Steps, "train-steps", 300, "optimisation steps of each background training round")
+	fs.IntVar(&cfg.train.Pairs, "train-pairs", 0, "engagement events per training step (0: model default; small values train small worlds fast)")
 	fs.Uint64Var(&cfg.train.Seed, "seed", 1, "training seed")
 	fs.StringVar(&cfg.redis, "redis", "", "Redis address (host:port or redis:// URL) shared by the replicas of one service: event stream, model registry, trainer lease")
 	fs.StringVar(&cfg.replicaID, "replica-id", "", "this replica's id in the cluster, unique and stable across restarts (default: hostname-PORT)")

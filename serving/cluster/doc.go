@@ -39,7 +39,7 @@
 //
 // Keys: every key and channel starts with [Options.Prefix] ("hir:" by
 // default): stream:<name> (the event stream), model:latest, model:v:<version>
-// (a hash), model:updates (pub/sub channel), lease:<name>, and
+// (a hash), model:seq (the publication counter), model:updates (pub/sub channel), lease:<name>, and
 // emb:<version>:<type>:<id>.
 //
 // Event stream ([Stream]): a Redis Stream trimmed to about
@@ -55,11 +55,13 @@
 // the stream retains loses entries; [StreamStats.Gap] reports it.
 // Undecodable entries are logged and dropped.
 //
-// Model registry ([Registry]): Publish writes the version's hash, points
-// model:latest at it and announces it on model:updates in one MULTI/EXEC.
-// Watch calls its function with the current model at start and with each
-// new one, deduplicated, and also polls model:latest so a pub/sub message
-// lost across a reconnect only delays a reload.
+// Model registry ([Registry]): Publish numbers the publication (INCR
+// model:seq), writes the version's hash with that sequence, points
+// model:latest at it and announces it on model:updates, in one Lua script.
+// Watch calls its function with the current model at start and then only
+// with models of a larger sequence, so a replica never goes back to an
+// older model; it also polls model:latest so a pub/sub message lost across
+// a reconnect only delays a reload.
 //
 // Leader lease ([Lease]): SET NX PX with a token unique to the contender;
 // renewal and release run Lua scripts that check the token, so a replica

@@ -25,6 +25,10 @@ type ModelInfo struct {
 	Metrics map[string]float64 `json:"metrics,omitempty"`
 	// Publisher is the replica id that published it; set by Publish.
 	Publisher string `json:"publisher,omitempty"`
+	// Seq is the registry's publication sequence, set by Publish: every
+	// publication, a republished version included, gets a larger one than
+	// all before it. Zero for a version stored without one.
+	Seq uint64 `json:"seq,omitempty"`
 }
 
 // Hash fields of a model version.
@@ -33,6 +37,7 @@ const (
 	fieldDir       = "dir"
 	fieldTrainedAt = "trained_at"
 	fieldPublisher = "publisher"
+	fieldSeq       = "seq"
 	metricPrefix   = "metric:"
 )
 
@@ -48,14 +53,19 @@ type RegistryOptions struct {
 
 // Registry is the model registry shared by the replicas: the latest
 // version's name in the key Prefix+"model:latest", one hash per version at
-// Prefix+"model:v:"+Version, and a pub/sub channel Prefix+"model:updates"
-// announcing each publication. Safe for concurrent use.
+// Prefix+"model:v:"+Version, the publication counter at Prefix+"model:seq",
+// and a pub/sub channel Prefix+"model:updates" announcing each
+// publication. Safe for concurrent use.
 type Registry struct {
 	c       *Client
 	opts    RegistryOptions
 	latest  string
+	seq     string
 	channel string
 	log     *slog.Logger
+	// beforeLatest, when set (by tests), runs in Watch between the
+	// subscription and the first read of the latest version.
+	beforeLatest func()
 }
 
 // NewRegistry returns the registry.
@@ -67,6 +77,7 @@ func (c *Client) NewRegistry(opts RegistryOptions) *Registry {
 		c:       c,
 		opts:    opts,
 		latest:  c.key("model", "latest"),
+		seq:     c.key("model", "seq"),
 		channel: c.key("model", "updates"),
 		log:     c.log.With("registry", "model"),
 	}
@@ -74,33 +85,41 @@ func (c *Client) NewRegistry(opts RegistryOptions) *Registry {
 
 func (r *Registry) versionKey(v string) string { return r.c.key("model", "v", v) }
 
-// Publish stores info, makes it the latest version and announces it to the
-// watchers, atomically (MULTI/EXEC).
+// publishScript numbers a publication and makes it the latest, in one
+// step: KEYS = version hash, latest key, sequence counter; ARGV = version,
+// channel, then the hash's field/value pairs. It returns the sequence.
+var publishScript = redis.NewScript(`
+local seq = redis.call('INCR', KEYS[3])
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], '` + fieldSeq + `', seq, unpack(ARGV, 3))
+redis.call('SET', KEYS[2], ARGV[1])
+redis.call('PUBLISH', ARGV[2], ARGV[1])
+return seq
+`)
+
+// Publish stores info, numbers it with the next sequence (see
+// [ModelInfo.Seq]), makes it the latest version and announces it to the
+// watchers, atomically (one Lua script). A republished version replaces the
+// stored one, metrics included, and gets a new sequence.
 func (r *Registry) Publish(ctx context.Context, info ModelInfo) error {
 	if info.Version == "" {
 		return fmt.Errorf("publish model: %w: empty version", ErrInvalid)
 	}
-	fields := []any{
+	args := []any{
+		info.Version, r.channel,
 		fieldVersion, info.Version,
 		fieldDir, info.Dir,
 		fieldTrainedAt, info.TrainedAt.UTC().Format(time.RFC3339Nano),
 		fieldPublisher, r.c.replicaID,
 	}
 	for name, v := range info.Metrics {
-		fields = append(fields, metricPrefix+name, strconv.FormatFloat(v, 'g', -1, 64))
+		args = append(args, metricPrefix+name, strconv.FormatFloat(v, 'g', -1, 64))
 	}
-	vkey := r.versionKey(info.Version)
-	_, err := r.c.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.Del(ctx, vkey) // a republished version drops stale metrics
-		p.HSet(ctx, vkey, fields...)
-		p.Set(ctx, r.latest, info.Version, 0)
-		p.Publish(ctx, r.channel, info.Version)
-		return nil
-	})
+	seq, err := publishScript.Run(ctx, r.c.rdb, []string{r.versionKey(info.Version), r.latest, r.seq}, args...).Uint64()
 	if err != nil {
 		return fmt.Errorf("publish model %s: %w", info.Version, err)
 	}
-	r.log.Info("published model", "version", info.Version, "dir", info.Dir)
+	r.log.Info("published model", "version", info.Version, "seq", seq, "dir", info.Dir)
 	return nil
 }
 
@@ -139,6 +158,13 @@ func decodeModelInfo(h map[string]string) (ModelInfo, error) {
 	if info.Version == "" {
 		return ModelInfo{}, fmt.Errorf("%w: model hash without version", ErrCorrupt)
 	}
+	if s := h[fieldSeq]; s != "" {
+		seq, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return ModelInfo{}, fmt.Errorf("%w: seq: %w", ErrCorrupt, err)
+		}
+		info.Seq = seq
+	}
 	if s := h[fieldTrainedAt]; s != "" {
 		t, err := time.Parse(time.RFC3339Nano, s)
 		if err != nil {
@@ -165,12 +191,15 @@ func decodeModelInfo(h map[string]string) (ModelInfo, error) {
 
 // Watch calls fn with the current model (if any) once it has subscribed,
 // then with every newly published one, until ctx is cancelled; it then
-// returns nil. fn runs on Watch's goroutine, one call at a time, and is
-// never called twice in a row with the same version. Besides the pub/sub
-// channel, Watch re-reads the latest version every PollInterval, so a
-// message lost while reconnecting delays a reload but does not drop it.
-// Redis errors are logged and retried; Watch returns an error only when
-// its first subscription fails.
+// returns nil. fn runs on Watch's goroutine, one call at a time, and only
+// with a model whose [ModelInfo.Seq] is larger than that of the model it
+// was last called with: announcements that arrive late (queued before the
+// first read of the latest version, or overtaken by a poll) are dropped, so
+// the models fn sees only get newer. Besides the pub/sub channel, Watch
+// re-reads the latest version every PollInterval, so a message lost while
+// reconnecting delays a reload but does not drop it. Redis errors are
+// logged and retried; Watch returns an error only when its first
+// subscription fails.
 func (r *Registry) Watch(ctx context.Context, fn func(ModelInfo)) error {
 	ps := r.c.rdb.Subscribe(ctx, r.channel)
 	defer ps.Close()
@@ -181,7 +210,10 @@ func (r *Registry) Watch(ctx context.Context, fn func(ModelInfo)) error {
 		return fmt.Errorf("subscribe to %s: %w", r.channel, err)
 	}
 	msgs := ps.Channel()
-	last := ""
+	var (
+		delivered bool
+		last      uint64 // the sequence of the model fn was last called with
+	)
 	deliver := func(info ModelInfo, err error) {
 		switch {
 		case errors.Is(err, ErrNoModel):
@@ -189,10 +221,13 @@ func (r *Registry) Watch(ctx context.Context, fn func(ModelInfo)) error {
 			if ctx.Err() == nil {
 				r.log.Warn("read published model", "err", err)
 			}
-		case info.Version != last:
-			last = info.Version
+		case !delivered || info.Seq > last:
+			delivered, last = true, info.Seq
 			fn(info)
 		}
+	}
+	if r.beforeLatest != nil {
+		r.beforeLatest()
 	}
 	deliver(r.Latest(ctx))
 	tick := time.NewTicker(r.opts.PollInterval)

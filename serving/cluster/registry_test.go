@@ -29,13 +29,14 @@ func TestRegistryPublishGet(t *testing.T) {
 		{name: "republish drops old metrics", info: ModelInfo{Version: "v1", Dir: "/models/v1b", TrainedAt: trained,
 			Metrics: map[string]float64{"auc": 0.75}}},
 	}
-	for _, tc := range tests {
+	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := reg.Publish(t.Context(), tc.info); err != nil {
 				t.Fatalf("Publish: %v", err)
 			}
 			want := tc.info
 			want.Publisher = "trainer"
+			want.Seq = uint64(i + 1) // one more per publication, a republished version too
 			got, err := reg.Get(t.Context(), tc.info.Version)
 			if err != nil {
 				t.Fatalf("Get: %v", err)
@@ -106,22 +107,26 @@ func (w *watcher) got() []string {
 func TestRegistryWatchers(t *testing.T) {
 	prefix := testPrefix(t)
 	trainer := newTestClient(t, prefix, "trainer").NewRegistry(RegistryOptions{})
-	noPoll := RegistryOptions{PollInterval: time.Hour} // only pub/sub
-	ra := newTestClient(t, prefix, "a").NewRegistry(noPoll)
-	rb := newTestClient(t, prefix, "b").NewRegistry(noPoll)
-	wa, wb := startWatcher(t, ra), startWatcher(t, rb)
-	eventually(t, 5*time.Second, "two subscribers", func() bool {
-		n, err := ra.c.rdb.PubSubNumSub(t.Context(), ra.channel).Result()
-		return err == nil && n[ra.channel] == 2
-	})
-	for _, v := range []string{"v1", "v2"} {
+	publish := func(v string) {
+		t.Helper()
 		if err := trainer.Publish(t.Context(), ModelInfo{Version: v, Dir: "/m/" + v}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	want := []string{"v1", "v2"}
+	// Each watcher reads v0 as the latest model at start; once it has, every
+	// later model reaches it over pub/sub only, in publication order.
+	publish("v0")
+	noPoll := RegistryOptions{PollInterval: time.Hour} // only pub/sub
+	wa := startWatcher(t, newTestClient(t, prefix, "a").NewRegistry(noPoll))
+	wb := startWatcher(t, newTestClient(t, prefix, "b").NewRegistry(noPoll))
 	for name, w := range map[string]*watcher{"a": wa, "b": wb} {
-		eventually(t, 5*time.Second, "watcher "+name, func() bool { return len(w.got()) >= 2 })
+		eventually(t, 5*time.Second, "watcher "+name+" to read v0", func() bool { return len(w.got()) >= 1 })
+	}
+	publish("v1")
+	publish("v2")
+	want := []string{"v0", "v1", "v2"}
+	for name, w := range map[string]*watcher{"a": wa, "b": wb} {
+		eventually(t, 5*time.Second, "watcher "+name, func() bool { return len(w.got()) >= len(want) })
 		if got := w.got(); !slices.Equal(got, want) {
 			t.Errorf("watcher %s got %v, want %v", name, got, want)
 		}
@@ -133,6 +138,47 @@ func TestRegistryWatchers(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	if got := wc.got(); !slices.Equal(got, []string{"v2"}) {
 		t.Errorf("late watcher got %v, want [v2]", got)
+	}
+}
+
+// TestRegistryWatchNeverGoesBack publishes while a watcher is between its
+// subscription and its first read of the latest version, so the
+// announcements of older versions are still queued when it has read the
+// newest: it must not go back to them.
+func TestRegistryWatchNeverGoesBack(t *testing.T) {
+	tests := []struct {
+		name    string
+		publish []string
+		want    []string
+	}{
+		{name: "two versions", publish: []string{"v1", "v2"}, want: []string{"v2"}},
+		{name: "republished older version", publish: []string{"v1", "v2", "v1"}, want: []string{"v1"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			prefix := testPrefix(t)
+			trainer := newTestClient(t, prefix, "trainer").NewRegistry(RegistryOptions{})
+			reg := newTestClient(t, prefix, "a").NewRegistry(RegistryOptions{PollInterval: time.Hour})
+			reg.beforeLatest = func() {
+				for _, v := range tc.publish {
+					if err := trainer.Publish(t.Context(), ModelInfo{Version: v, Dir: "/m/" + v}); err != nil {
+						t.Error(err)
+					}
+				}
+			}
+			w := startWatcher(t, reg)
+			eventually(t, 5*time.Second, "first model", func() bool { return len(w.got()) >= 1 })
+			// A marker published last: once the watcher has it, every queued
+			// announcement before it has been handled.
+			if err := trainer.Publish(t.Context(), ModelInfo{Version: "end", Dir: "/m/end"}); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, 5*time.Second, "marker", func() bool { return slices.Contains(w.got(), "end") })
+			want := append(slices.Clone(tc.want), "end")
+			if got := w.got(); !slices.Equal(got, want) {
+				t.Errorf("watcher got %v, want %v", got, want)
+			}
+		})
 	}
 }
 

@@ -1,0 +1,217 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"math"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hir-ads/hir/dataset"
+	"github.com/hir-ads/hir/eval"
+	"github.com/hir-ads/hir/graph"
+	"github.com/hir-ads/hir/model"
+	"github.com/hir-ads/hir/serving"
+)
+
+// restEvalTolerance is how far the service's recall@20 may be from the
+// in-process token index's on the same model and split. Both score the same
+// weights over the same graph with the same re-rank, so they agree exactly
+// today; the margin allows one or two queries to change an answer (a query
+// of n relevant items losing one moves the mean by 1/(n·queries), 0.004 to
+// 0.02 here), not a systematic drift.
+const restEvalTolerance = 0.01
+
+// restEvalWorld is a small synthetic world with enough clicks for about 50
+// chrono queries.
+func restEvalWorld() dataset.SynthOptions {
+	return dataset.SynthOptions{Users: 300, Ads: 150, Seed: 1, Coarse: 4, Mid: 8, Fine: 16, Days: 20, EventsPerUser: 80}
+}
+
+// tinyTrain is a model and schedule that train in seconds.
+func tinyTrain() model.TrainConfig {
+	var tc model.TrainConfig
+	tc.Model = model.Config{Dim: 16, Heads: 2, Layers: 1, FFNDim: 32, EmbedDim: 16, HashK: 8, HashDim: 16,
+		TextBkts: 512, TextLen: 8, AttrBkts: 64, AttrLen: 4, VectorDim: 4, Prototypes: []int{4, 8}}
+	tc.Sampler.Teacher = graph.ViewOptions{MaxNodes: 8, Hops: 2}
+	tc.Sampler.Student = graph.ViewOptions{MaxNodes: 4, Hops: 1}
+	tc.Pairs, tc.Steps, tc.EvalEvery, tc.LogEvery, tc.Seed = 8, 6, 6, 6, 3
+	return tc
+}
+
+// startServe runs serve on a free loopback port over an empty data
+// directory and returns its base URL; the server stops when the test ends.
+func startServe(t *testing.T, dataDir string, train model.TrainConfig) string {
+	t.Helper()
+	e, _, stderr := serveTestEnv(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	addrs := make(chan net.Addr, 1)
+	done := make(chan error, 1)
+	cfg := serveConfig{dataDir: dataDir, addr: "127.0.0.1:0", train: train, prior: defaultPriorFlags(),
+		ready: func(_ context.Context, _ *serving.Server, a net.Addr) { addrs <- a }}
+	go func() { done <- serve(ctx, e, cfg) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("serve: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Error("serve did not shut down")
+		}
+	})
+	select {
+	case a := <-addrs:
+		return baseURL(a)
+	case err := <-done:
+		t.Fatalf("serve returned early: %v\n%s", err, stderr)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("serve did not start\n%s", stderr)
+	}
+	return ""
+}
+
+// runEvalJSON runs `hir eval` with args and returns its JSON report and
+// stdout.
+func runEvalJSON(t *testing.T, args ...string) (*eval.Report, string) {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "report.json")
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), append(append([]string{"eval"}, args...), "--json", out), &stdout, &stderr); code != 0 {
+		t.Fatalf("hir eval %v: exit %d\n%s", args, code, stderr.String())
+	}
+	raw, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep eval.Report
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		t.Fatal(err)
+	}
+	return &rep, stdout.String()
+}
+
+// TestEvalService scores a real `hir serve` on a small synthetic world
+// through its REST API (`hir eval --service`, chrono) and the model it
+// trained in process (`hir eval --model`): the service's recall is
+// non-trivial and matches the in-process token index's.
+func TestEvalService(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains a model")
+	}
+	ctx := context.Background()
+	world := t.TempDir()
+	if _, err := dataset.Synth(ctx, restEvalWorld(), world); err != nil {
+		t.Fatal(err)
+	}
+	dataDir := t.TempDir()
+	base := startServe(t, dataDir, tinyTrain())
+
+	svc, stdout := runEvalJSON(t, "--data", world, "--service", base)
+	if !strings.Contains(stdout, "| service | all |") || !strings.Contains(stdout, "0 queries answered 404") {
+		t.Errorf("stdout lacks the service row or the 404 count:\n%s", stdout)
+	}
+	ours, _ := runEvalJSON(t, "--data", world, "--model", dataDir, "--methods", "ours", "--exhaustive-max", "16384")
+	rs, ro := svc.Get(methodService, eval.SliceAll), ours.Get(eval.MethodOursTokens, eval.SliceAll)
+	if rs == nil || ro == nil {
+		t.Fatalf("results: service %v, ours-tokens %v", rs, ro)
+	}
+	key := eval.MetricKey("recall", 20)
+	got, want := rs.Metrics[key], ro.Metrics[key]
+	t.Logf("recall@20: service %.4f, in-process ours-tokens %.4f (%d queries)", got, want, rs.Queries)
+	if rs.Queries != ro.Queries || rs.Queries < 20 {
+		t.Errorf("service queries %d, in-process %d: want the same, >= 20", rs.Queries, ro.Queries)
+	}
+	if got <= 0 {
+		t.Errorf("service recall@20 = %v, want > 0", got)
+	}
+	if math.Abs(got-want) > restEvalTolerance {
+		t.Errorf("service recall@20 = %.4f, want within %v of in-process ours-tokens %.4f", got, restEvalTolerance, want)
+	}
+}
+
+// TestEvalServiceInlineUsers replays the test window into the service
+// (each event posted after the queries it could answer) with no user
+// entities posted: users the service has not seen yet answer 404, counted.
+// The world's impressions are dropped, since every synthetic click follows
+// an impression of the same ad and would leave replay no query.
+func TestEvalServiceInlineUsers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains a model")
+	}
+	ctx := context.Background()
+	synth := t.TempDir()
+	opts := restEvalWorld()
+	opts.Users, opts.Ads = 150, 100
+	if _, err := dataset.Synth(ctx, opts, synth); err != nil {
+		t.Fatal(err)
+	}
+	world := t.TempDir()
+	for _, name := range []string{"entities.jsonl", "events.jsonl"} {
+		raw, err := os.ReadFile(filepath.Join(synth, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var kept []byte
+		for line := range strings.Lines(string(raw)) {
+			if !strings.Contains(line, `"type":"impression"`) {
+				kept = append(kept, line...)
+			}
+		}
+		if err := os.WriteFile(filepath.Join(world, name), kept, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	base := startServe(t, t.TempDir(), tinyTrain())
+	rep, stdout := runEvalJSON(t, "--data", world, "--service", base, "--service-inline-users", "--protocol", "replay")
+	r := rep.Get(methodService, eval.SliceAll)
+	if r == nil || r.Queries < 20 {
+		t.Fatalf("service result %v, want >= 20 queries\n%s", r, stdout)
+	}
+	t.Logf("replay, inline users: %d queries, hit@20 %.4f\n%s", r.Queries, r.Metrics[eval.MetricKey("hit", 20)], stdout)
+	// Users whose first event lies in the window are unknown until then.
+	if !strings.Contains(stdout, "queries answered 404") || strings.Contains(stdout, "; 0 queries answered 404") {
+		t.Errorf("stdout lacks a non-zero 404 count:\n%s", stdout)
+	}
+}
+
+func TestParseEvalServiceFlags(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr bool
+		methods []string
+		service bool
+	}{
+		{name: "service alone", args: []string{"--data", "d", "--service", "http://h:1"}, service: true, methods: []string{}},
+		{name: "service with baselines", args: []string{"--data", "d", "--service", "http://h:1", "--methods", "popularity,service"},
+			service: true, methods: []string{"popularity"}},
+		{name: "service method without URL", args: []string{"--data", "d", "--methods", "service"}, wantErr: true},
+		{name: "URL without service method", args: []string{"--data", "d", "--service", "http://h:1", "--methods", "bpr"}, wantErr: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f, err := parseEvalFlags(testEnv(), tc.args)
+			if tc.wantErr {
+				if !errors.Is(err, errUsage) {
+					t.Fatalf("parseEvalFlags(%q) error = %v, want errUsage", tc.args, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("parseEvalFlags(%q): %v", tc.args, err)
+			}
+			if f.useService != tc.service || f.useOurs || strings.Join(f.cfg.Methods, ",") != strings.Join(tc.methods, ",") {
+				t.Errorf("service %v ours %v methods %v, want service %v, no ours, methods %v",
+					f.useService, f.useOurs, f.cfg.Methods, tc.service, tc.methods)
+			}
+		})
+	}
+}
