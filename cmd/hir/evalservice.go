@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -40,8 +41,10 @@ type serviceOptions struct {
 	// serves a model trained on it; Fit posts nothing and trains nothing.
 	NoIngest bool
 	// InlineUsers: post no user entity, so that every user the training
-	// events do not name is unknown to the service (a 404 is scored as an
-	// empty list and counted).
+	// events do not name is one the service has never seen; each retrieve
+	// carries the user's profile inline (user_content), as an ad server
+	// knows it at request time. A 404 would be scored as an empty list and
+	// counted.
 	InlineUsers bool
 	// TrainTimeout bounds the training round Fit waits for (default 30m).
 	TrainTimeout time.Duration
@@ -302,7 +305,11 @@ func (s *serviceMethod) TopK(ctx context.Context, q *eval.Query, dst []int32) ([
 		return nil, err
 	}
 	k, exclude := q.K, true
-	body := api.RetrieveRequest{User: &api.Ref{Type: api.User, Id: s.cat.Users[q.User]}, K: &k, ExcludeSeen: &exclude}
+	uid := s.cat.Users[q.User]
+	body := api.RetrieveRequest{User: &api.Ref{Type: api.User, Id: uid}, K: &k, ExcludeSeen: &exclude}
+	if s.opts.InlineUsers {
+		body.UserContent = userContent(s.cat.Entities[graph.Ref{Type: graph.NodeUser, ID: uid}])
+	}
 	res, err := s.client.RetrieveCandidatesWithResponse(ctx, body)
 	if err != nil {
 		return nil, fmt.Errorf("retrieve: %w", err)
@@ -334,6 +341,30 @@ func (s *serviceMethod) TopK(ctx context.Context, q *eval.Query, dst []int32) ([
 		}
 	}
 	return dst, nil
+}
+
+// userContent is a retrieve request's inline profile of the user entity e
+// (nil without one).
+func userContent(e *graph.Entity) *struct {
+	Attrs *map[string]string `json:"attrs,omitempty"`
+	Text  *string            `json:"text,omitempty"`
+} {
+	if e == nil || (e.Text == "" && len(e.Attrs) == 0) {
+		return nil
+	}
+	uc := &struct {
+		Attrs *map[string]string `json:"attrs,omitempty"`
+		Text  *string            `json:"text,omitempty"`
+	}{}
+	if e.Text != "" {
+		t := e.Text
+		uc.Text = &t
+	}
+	if len(e.Attrs) > 0 {
+		a := maps.Clone(e.Attrs)
+		uc.Attrs = &a
+	}
+	return uc
 }
 
 // Observe queues the replayed event; it is posted before the next query.
