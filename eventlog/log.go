@@ -17,7 +17,9 @@ var (
 	// ErrClosed is returned by Append after Close, and by a second Close.
 	ErrClosed = errors.New("event log closed")
 	// ErrCorrupt reports damage that is not a torn tail: a bad record in a
-	// segment other than the last, a bad header, or out-of-order batches.
+	// segment other than the last, a bad record followed by valid ones in
+	// the last, a bad header, or out-of-order batches. Open returns it as a
+	// [*CorruptError] naming the file and offset; [Repair] fixes it.
 	ErrCorrupt = errors.New("event log corrupt")
 	// ErrUnsupportedVersion reports a segment written in an unknown format version.
 	ErrUnsupportedVersion = errors.New("unsupported event log format version")
@@ -164,8 +166,12 @@ type result struct {
 // to replay are freshly decoded and may be retained. An error from replay
 // stops Open and is returned.
 //
-// A torn or corrupt tail of the last segment is truncated, logged and
-// described in the report. Damage elsewhere fails Open with ErrCorrupt.
+// A torn tail — damage at the end of the last segment that no valid batch
+// follows, left by an interrupted write — is truncated, logged and
+// described in the report. Any other damage, including damage in the last
+// segment followed by a valid batch, fails Open with a [*CorruptError]
+// (errors.Is ErrCorrupt) naming the file and offset, and changes nothing:
+// see [Check] and [Repair].
 // The directory is locked until Close; a second Open fails with ErrLocked.
 func Open(ctx context.Context, opts Options, replay func(Batch) error) (*Log, OpenReport, error) {
 	var rep OpenReport
@@ -242,7 +248,14 @@ func (l *Log) recover(ctx context.Context, rep *OpenReport, replay func(Batch) e
 		rep.Segments++
 		last := i == len(nums)-1
 		if dmg != nil && !last {
-			return fmt.Errorf("%w: %s at offset %d: %s", ErrCorrupt, path, dmg.off, dmg.reason)
+			return &CorruptError{File: path, Offset: dmg.off, Reason: dmg.reason}
+		}
+		if dmg != nil {
+			// Only an incomplete last write may be cut: damage followed by
+			// a valid batch is corruption, and cutting would drop that batch.
+			if err := checkTornTail(path, dmg, l.seq); err != nil {
+				return err
+			}
 		}
 		l.segs = append(l.segs, segmentAt{num: num, size: end})
 		if dmg != nil {
@@ -261,6 +274,21 @@ func (l *Log) recover(ctx context.Context, rep *OpenReport, replay func(Batch) e
 	}
 	l.f, l.segNum, l.segSize = f, last.num, last.size
 	l.updateStats()
+	return nil
+}
+
+// checkTornTail returns a *CorruptError when a valid batch following
+// lastSeq lies after the damage dmg of the segment at path.
+func checkTornTail(path string, dmg *damage, lastSeq uint64) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("read damaged segment: %w", err)
+	}
+	if next := nextValidRecord(data, dmg.off+1, lastSeq); next >= 0 {
+		_, b, _ := validRecordAt(data, next, lastSeq)
+		return &CorruptError{File: path, Offset: dmg.off, Reason: fmt.Sprintf(
+			"%s, followed by valid batches (the first, seq %d, at offset %d): not a torn tail", dmg.reason, b.Seq, next)}
+	}
 	return nil
 }
 
@@ -469,7 +497,7 @@ func (l *Log) Replay(ctx context.Context, fn func(Batch) error) error {
 			return fmt.Errorf("replay %s: %w", path, err)
 		}
 		if dmg != nil {
-			return fmt.Errorf("replay: %w: %s at offset %d: %s", ErrCorrupt, path, dmg.off, dmg.reason)
+			return fmt.Errorf("replay: %w", &CorruptError{File: path, Offset: dmg.off, Reason: dmg.reason})
 		}
 	}
 	return nil

@@ -131,6 +131,10 @@ func serve(ctx context.Context, e *env, cfg serveConfig) error {
 	start := time.Now()
 	log, store, rep, err := serving.OpenStore(ctx, eventlog.Options{Dir: filepath.Join(cfg.dataDir, "log"), Logger: logger},
 		graph.Options{Logger: logger})
+	if errors.Is(err, eventlog.ErrCorrupt) {
+		return fmt.Errorf("%w; refusing to start on a damaged log (nothing was changed): run `hir log check --data %s`, then `hir log repair --data %s`",
+			err, cfg.dataDir, cfg.dataDir)
+	}
 	if err != nil {
 		return err
 	}
