@@ -373,9 +373,12 @@ func (l *Log) updateStats() {
 // Entities and events are validated first; an invalid batch is rejected whole
 // with ErrInvalidBatch. b is not retained; b.Seq is ignored.
 //
-// If ctx is done before the batch reaches the writer, nothing is stored. If
-// it is done while waiting for the commit, Append returns ctx's error but the
-// batch may still be stored; retrying is safe for events with ids.
+// If ctx is done before the batch reaches the writer, nothing is stored and
+// ctx's error is returned. Once the batch is queued, Append waits for the
+// writer's outcome whatever happens to ctx (a commit is bounded by one
+// write and one fsync): a nil error means stored, an error means not
+// stored, so a caller that applies what Append stored never misses a
+// batch that a cancelled request left in the log.
 func (l *Log) Append(ctx context.Context, b Batch) (AppendResult, error) {
 	if err := ctx.Err(); err != nil {
 		return AppendResult{}, err
@@ -401,12 +404,8 @@ func (l *Log) Append(ctx context.Context, b Batch) (AppendResult, error) {
 		return AppendResult{}, ctx.Err()
 	}
 
-	select {
-	case r := <-req.done:
-		return r.res, r.err
-	case <-ctx.Done():
-		return AppendResult{}, fmt.Errorf("wait for commit (the batch may still be stored): %w", ctx.Err())
-	}
+	r := <-req.done
+	return r.res, r.err
 }
 
 // encodeRequest validates and encodes b in the caller's goroutine, so that
