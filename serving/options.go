@@ -73,6 +73,11 @@ type Options struct {
 	// (0: DefaultCoEngageWeight; negative: no co-engagement term).
 	CoEngageWeight float32
 
+	// MaxClockSkew is how far ahead of the server clock an ingested or
+	// context event's ts may be (0: DefaultMaxClockSkew, one hour; negative:
+	// no limit). Later events get a 400 naming the item's ts.
+	MaxClockSkew time.Duration
+
 	// EmbedCacheSize bounds the per-model-version cache of user embeddings
 	// (default 100000 entries).
 	EmbedCacheSize int
@@ -111,6 +116,9 @@ func (o *Options) applyDefaults() error {
 	}
 	if o.MinUserEvents == 0 {
 		o.MinUserEvents = 3
+	}
+	if o.MaxClockSkew == 0 {
+		o.MaxClockSkew = DefaultMaxClockSkew
 	}
 	if o.EmbedCacheSize == 0 {
 		o.EmbedCacheSize = DefaultEmbedCacheSize

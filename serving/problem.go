@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/hir-ads/hir/api"
 	"github.com/hir-ads/hir/graph"
@@ -46,11 +47,19 @@ var (
 type ItemError struct {
 	Field string // "entities" or "events"
 	Index int
-	Err   error
+	// Member, when set, names the item's offending member, as in
+	// `events[3].ts: ...`.
+	Member string
+	Err    error
 }
 
 // Error implements error.
-func (e *ItemError) Error() string { return fmt.Sprintf("%s[%d]: %v", e.Field, e.Index, e.Err) }
+func (e *ItemError) Error() string {
+	if e.Member != "" {
+		return fmt.Sprintf("%s[%d].%s: %v", e.Field, e.Index, e.Member, e.Err)
+	}
+	return fmt.Sprintf("%s[%d]: %v", e.Field, e.Index, e.Err)
+}
 
 // Unwrap returns the underlying error.
 func (e *ItemError) Unwrap() error { return e.Err }
@@ -143,7 +152,7 @@ func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error)
 	p := api.Problem{Status: status, Title: title}
 	typ := problemTypeBase + slug
 	p.Type = &typ
-	instance := r.URL.Path
+	instance := clip(r.URL.Path)
 	if id := requestIDFrom(r.Context()); id != "" {
 		instance += "#req=" + id
 	}
@@ -166,9 +175,9 @@ func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error)
 			detail = "the request did not complete within the server's time limit"
 		}
 	default:
-		detail = clientDetail(err)
-		s.logger.DebugContext(r.Context(), "request rejected", "status", status, "path", r.URL.Path,
-			"request_id", requestIDFrom(r.Context()), "err", err)
+		detail = clipDetail(clientDetail(err))
+		s.logger.DebugContext(r.Context(), "request rejected", "status", status, "path", clip(r.URL.Path),
+			"request_id", requestIDFrom(r.Context()), "err", detail)
 	}
 	if detail != "" {
 		p.Detail = &detail
@@ -191,6 +200,31 @@ func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error)
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(p)
+}
+
+// maxDetailBytes bounds a problem's detail.
+const maxDetailBytes = 512
+
+// clipDetail bounds what a 4xx detail may repeat of the client's input:
+// every space-separated token longer than maxEcho is clipped, and the whole
+// to maxDetailBytes.
+func clipDetail(d string) string {
+	if len(d) <= maxEcho {
+		return d
+	}
+	toks := strings.Split(d, " ")
+	for i, t := range toks {
+		toks[i] = clip(t)
+	}
+	d = strings.Join(toks, " ")
+	if len(d) > maxDetailBytes {
+		n := maxDetailBytes
+		for n > 0 && !utf8.RuneStart(d[n]) {
+			n--
+		}
+		d = d[:n] + "…"
+	}
+	return d
 }
 
 // clientDetail renders a 4xx error for the client, replacing encoding/json's

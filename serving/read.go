@@ -109,6 +109,9 @@ func decodeRetrieve(body []byte) (*retrieveParams, error) {
 	if req.Query != nil {
 		p.query = *req.Query
 	}
+	if err := checkQuery(p.query); err != nil {
+		return nil, err
+	}
 	if len(req.Filter) > 0 && string(req.Filter) != "null" {
 		f, err := index.ParseFilter(req.Filter)
 		if err != nil {
@@ -287,7 +290,7 @@ func (s *Server) RetrieveCandidates(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	p, err := decodeRetrieve(body)
+	p, err := s.checkRetrieve(decodeRetrieve(body))
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -334,7 +337,7 @@ func (s *Server) retrieve(ctx context.Context, snap *Snapshot, p *retrieveParams
 		hits, err := s.text.Search(kctx, p.query, keywordHitLimit)
 		span.End()
 		if err != nil {
-			return nil, badRequestf("query: %v", err)
+			return nil, keywordError(err)
 		}
 		s.stage(ctx, "keywords", start)
 		keyword = hits
