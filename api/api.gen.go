@@ -1461,6 +1461,8 @@ type PostEntitiesResponse struct {
 	ApplicationproblemJSON500 *Problem
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
 	ApplicationproblemJSON503 *Problem
+	// ApplicationproblemJSON507 the response for an HTTP 507 `application/problem+json` response
+	ApplicationproblemJSON507 *Problem
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -1501,6 +1503,11 @@ func (r PostEntitiesResponse) GetApplicationproblemJSON500() *Problem {
 // GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
 func (r PostEntitiesResponse) GetApplicationproblemJSON503() *Problem {
 	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSON507 returns the response for an HTTP 507 `application/problem+json` response
+func (r PostEntitiesResponse) GetApplicationproblemJSON507() *Problem {
+	return r.ApplicationproblemJSON507
 }
 
 // GetBody returns the raw response body bytes
@@ -1717,6 +1724,8 @@ type PostEventsResponse struct {
 	ApplicationproblemJSON500 *Problem
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
 	ApplicationproblemJSON503 *Problem
+	// ApplicationproblemJSON507 the response for an HTTP 507 `application/problem+json` response
+	ApplicationproblemJSON507 *Problem
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -1757,6 +1766,11 @@ func (r PostEventsResponse) GetApplicationproblemJSON500() *Problem {
 // GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
 func (r PostEventsResponse) GetApplicationproblemJSON503() *Problem {
 	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSON507 returns the response for an HTTP 507 `application/problem+json` response
+func (r PostEventsResponse) GetApplicationproblemJSON507() *Problem {
+	return r.ApplicationproblemJSON507
 }
 
 // GetBody returns the raw response body bytes
@@ -2422,6 +2436,13 @@ func ParsePostEntitiesResponse(rsp *http.Response) (*PostEntitiesResponse, error
 		}
 		response.ApplicationproblemJSON503 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 507:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON507 = &dest
+
 	}
 
 	return response, nil
@@ -2632,6 +2653,13 @@ func ParsePostEventsResponse(rsp *http.Response) (*PostEventsResponse, error) {
 			return nil, err
 		}
 		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 507:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON507 = &dest
 
 	}
 
@@ -3395,63 +3423,63 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7Fv7bttGl3+VA+4HRGqoi+Pka6Ng/0ibZGugaQLHxSKIU2HEORKnJmeYmaFtNRCwD7FPuE+yODO8i5Kl",
-	"IO7uh+afhCLPXM79/M6MPweRSjMlUVoTzD4HGdMsRYva/XoprbDrsxf0LGQwCzJm4yAMJEsxmAWCB2Gg",
-	"8VMuNPJgZnWOYWCiGFNGI1J2+wvKlY2D2aMn/wyDVMjy90kY2HVGcxirhVwFm01YrHbh3veu54bsW/Ef",
-	"GpfBLPi3Sc3UxH81k18VRzf3htbSaDIlDTo232q1SDClx0hJi9LSI8uyRETMCiUnmad4+IdRkr4dtmQ5",
-	"r1uRo4m0yGi6YBacv/oJnj5+8j0UMwNHy0Rixk4SxQQ0/09McsGZdTLJtMpQW+G3LTj925EjDVbaUS+V",
-	"TpkNZsEyUcwGlchlni5QE6lVVyj9XBZTcxc/F0R+jks31M/FtGbr+vfBKmhq8UOpWGdPfvsfqxXU4g+M",
-	"LC3xkq+wtA6UeUojRZppNIaEGgZRIqKrIAwY53Or5hHTxHWW6yhmhhaIlLxGXVALaVGjsUirSmXnrRdC",
-	"ziOWZkysiFYt54xfk+gNappTq1RZNCWhxZXSa0+40EzSDEuh0TQYqTXkDF2gOcdPORq7rVksCA7WjHcd",
-	"mjsV8syPOOkqqSP0apFeWfsJt3bGrPWhgXEuyJZZ8rZFsMVs2+5faUS4wvW/X7MkR6DpxCK3aGDAuJkB",
-	"S4yCpUgsarZIcDiG5xIYf2AgYbmMYrAixRBuYhHFkLIrNCAsLDWaGJZKg40RUK7YClOUFjItlA5BGNDI",
-	"OCy1SsFYpu2c5oEBueHp6enTEN6/f/9+9Pr16MULUBpyKW4hFUkiDEZKcjOktxoTZAbn5I4wcFt98WL0",
-	"WskRjR6Ogx5Beic9KhSGgcVb2yvM47wsDK4xskq3zOiAqLDPampX7TWb6yJ4tq2GeyPft+sirHhxtW3m",
-	"jGOaKYsyWpPpkJi78twOgjo6cEWf99or/tZVf0jqZxJKewG/Em1FSXyzDGYfGpIV0v7zcS1ZiisrJ9oG",
-	"DdnQiIww2Nr9xwMVXcXDTRjcoFjF1nOyZHlinWFt6ToVUqQUOadbeu/omQQYOsWFpc6t2a3zPbHsuqwt",
-	"DotkzoKOC2R+hb69vXKRZFvBPyqVIJNFpAF1jRoYb4SjMby8ZZFN1qAkgloCkxwmZAUTkMrCxNGOL+Xz",
-	"asgM6hQRQpk86MlnhxBcZggpANm8NKk1BS+EhC0wcdZ9KX1+aQZdyQ+WX8FxT4amDfcGFfzU+1rI1qI7",
-	"YlE9v2NhW9TPOww+A4vGmlrWcOmHzi7z6fQ0usK1e8DLYBz0eLZU9nAZdGLflwhu02NWPyNLKPZ0bd1r",
-	"tkdaXefydH0WeyZXaOw5GufDW4E09zUp9gQt74fAtcoy5LDAiOUGKSMKDYLDDTPAEsqDazBWaeTjvhjV",
-	"Kj46KxRf9g+v/L13e/uGGm+J7XG/qBUYCi4yQvDBivyREv2C2Simqe6MvLtKn2q7YVO0/XrxxaE5L5DD",
-	"jqptfWDaSRXHZF5Wo73+9bWK8z7mqVZtb6FasI/710T6rrLuDg6RHG/nRvyJDT4aak3RahEdUjVu1SD1",
-	"DpzdNkgXPoI7Ws2ERD5ntlXf7MmwxRh67olXCxZdrbTKJYeSDHQuqYoUkgDbiiBHw4Qbe9mt0I4WPD99",
-	"sq7qtwbMyT3sYIQrGrCki0l4HllHUeGREoxk4haTXjDSAL+dWOMQ6Y7UYCyTEfZ/tH62ThFHRlI6rlou",
-	"UXKSKxGTVJl3ZqrsURKNRpK3krgjVHQjbeObFTbBveVzVSMFbKFyO1skTF4F4R0q8/OG+6I3+d8OnH4s",
-	"BPg6eLp/k1YLvMadJVukagg1b1aWTYX+p3tfajRSowbssqidVh0aozoKNI40k1czKqIZBwfyDfQsBN+B",
-	"ydO5gEe/D0ZiEg/hO4iUGTAeApuLIaRKOwBIFsLmU3p7EsJ4PAamXbYDcpYHBrgwVsjIAuOmwIQcboSN",
-	"YeAaBVR/ccQM9TNwbZ9bO/fZAJZCGxvSZJ4Hn7TAfx2GkCpDLEXEa0HLrH/ryFFfuy2MRiWHo1jQJOtC",
-	"XmkIMdn3TmqWLEeJWGLoCs9KAMNyUJ0IiVsDN7Fq87hQNnZPQjYnvhGSq5tiF0JXY0hGagnIohgUuZ+v",
-	"iWmpFSofwSGlkrmkcqDcDSc/9rsYRCqXFgugjdeo1y3ZhQVSV5Jwu4ySnCMfjuEiRi+9yoz8jhzE/kMV",
-	"lhSVrTAzhinYXEsvC2dtarkcwwvv17Odci1sbHA6bJUNFTxitx4enUyn071oKQzaJrPtH+fePAqLKtxk",
-	"kCljxCJZA5NKrlOVm6GT3TMwOoKUrWGBoFJhSYpKA37KWVJZNW36SBTFbksU5VjqFu1465QwN4iyFRl9",
-	"a3U7weFtljDRpl2yxPQSLyv4dVjlfdUGsE4HO1Ry0pcVXLvnwIjFuHmw1So6JGhxZQe5w3iMD+EhNBeF",
-	"7yCRgxN4CHJYBilZ+qzzGBc1onVhieQY9RZ8XDJ1YPLeX/c4CTV1bdstP2rS+KmHz4pt+8ZZERcK/hrj",
-	"nUeWcWFQo7JGm6zT+hqCc3O3GXprgRlIc4oJJaNAckNeTU8/IZdWJCAsxKxeuPCPhhT8mzG8InwMEm+c",
-	"6dPWeiOsxJsREVQzuf/CMu5kSW464X0IsuTA6dqP8xEsZRzhJhYJupXd6MYaJtZCXrkmpPHxTUl84OIR",
-	"sWhgsfZzpgvkVOBQDKMiZmdo8uor49LJ3XHpjrD0KUe93rb9N5kvuwmB3yjNDQzi9UILDtpXAywZ9sJt",
-	"V3keAmk2eyuNXZipjukHA536RKSnCeGMal5uui2DiyKKOiTsNYQcpLoJfb7yGTHKtSYzlKSShcp1rBQv",
-	"srA7G5oVVqk0mIxpU0w6iFTCvdcMw9LiKmt0tuwXp+xc2JwRBGqty34ckwcGjGSZiZXtRxd3gcZOGdgF",
-	"eA1h99WF70QqEqbPbB8a+AqHTfd/QlRw8JUgemWNB5llU3o9hnmk6naCdL+XPuZdA+BMLlWPl8Ui4Rq/",
-	"tKG3RZngdetLMwUzXRwBbNsKS7ME5ym5nj5csDsOHHf3G1wf424Re7KSmWLCnYLtRXZfJKFqe+3odOnH",
-	"jCPF8TLoC8V1XXOXs+3ltJdFzYR8HkWYWeQ9p36NLz1RCY1hK7xb4tU021tw3b8o18Ku35He/boLZBr1",
-	"89z3Wp1BuLXd65rt2NrMH7KLwvzboq0yxog18p07L6SyziVjMwbfeoWyOehifhm/XSOIIvWljAVqpqNY",
-	"RCyB8szYB/CyfKw7SL6CK9Z0Radb9kqqGxleygIO6RoOFHWIS0gMfmSrkVqOXiNzXSinSHD9tvGlfKm1",
-	"0sbB3l3XCWCw6xbD0B80FL2S4Oezc/if//pv+LnJXNnzhPNSZkGjwxWcjKfjqeuyZyhZJoJZcDqejk+D",
-	"0N3bcBqcxK5V/ic9r9AZLxmW288Zp4WL750rGY+m0z3XMY67hlF063tuYTxPxLW7ELIJg0mjTdm709fF",
-	"9zt3Sol/UqGkeo9d59jaTrmC84Y8TRlVcsFbTfg7xtxAsUUYvMlQXmCC9GINeJspbVEP/e2Riest7hb5",
-	"uf/8fyJxtzbZzJPp6a5Zqm01L9AQX9cnk+bhRKZMD3dvlbEv6/6+9k2uH5XvHn8V9rr3NzbtQEfQeXOP",
-	"0m0dEfXI+J1DPiTkx37VA4VM9CfH0Z+cHkn/5Dj6R0+Pon9yJL9HGmGdo9x5fzM7ffi4+dh02t8yg9qW",
-	"bW3XNCvTyoAlyUjpkVQEx1el0zaMe/KZQsVm8lnwzaTMMLsD03+grU6nXOytr/B96GeuJpk0Lt1twgOp",
-	"z14ExO09Gnj3rK3HymuW/wpDnz7+FzfcyjIv3A0pUuMD060vqmrGHwV6rOqKXHOHlRqPfvbZaAGQ/jIL",
-	"DYs7pL4jUl8iZXqFdl4AyqPvju6Y9ao1V9XCfHRcB/NevaoLjvsyhyepYtU31zrKtX6lhNBEEGoJDLzB",
-	"Aem6xAcmZu5MpOwSgslYhA0Xq84U9tQ45cWFe6lwWne6vtU33+qbTn3zPMtQ8lZ941uaneomBFHe3rSw",
-	"WHsqELxR9TjkvC9xuMsn9wlXmrdb+mCZg/bFqf+XWNFRWt5K1gb1NcWIskVcAPCwvpziDmmY5CU+7Mh2",
-	"4gh3RxPX/Nkh5EdfTcjtFlMfGK++fUkSefo3cbwLLVYr1M7zeq8p1covu067NV+ez/xUHwzcTz7pXjn5",
-	"izPK1jlUj/k1ZPD/ser522WiyuIrxVTdU3+SFgIrrpO4czV/Qb/uoxYncLU7eEwz+ez+3+xLOBdFv7yD",
-	"Uzqnia4Xywy0G/ch4Hg1hsvgZHzyvb/C3PeXbMUKu/+ULWPWoqaRv3+Yjp5+fHh5OfYP/+i5qHafuKE+",
-	"V+rxGi+qbzDhGIN+I7GDtN2fNy0wCcGZUgj+FC2E8uAuBCP+9Dnen6JBcYo29kpppg+CqD0ZxJ9yOEPO",
-	"dVKcmswmk0RFLImVsbMfpj9Mg83Hzf8GAAD//w==",
+	"7FvrbtvGl3+VA+4fiNRQF8fJv42C/ZA2ydZA0wSOi0UQp8KIcyROTc4wM0PbaiBgH2KfcJ9kcWZ4FyVL",
+	"2bi7xeZLQpNnLud+fmdGn4NIpZmSKK0JZp+DjGmWokXt/noprbDrsxf0LGQwCzJm4yAMJEsxmAWCB2Gg",
+	"8VMuNPJgZnWOYWCiGFNGI1J2+wvKlY2D2aMn/wyDVMjy75MwsOuM5jBWC7kKNpuwWO3Cve9dzw3Zt+I/",
+	"NC6DWfAvk5qpif9qJr8qjm7uDa2l0WRKGnRsvtVqkWBKj5GSFqWlR5ZliYiYFUpOMk/x8A+jJH07bMly",
+	"XrciRxNpkdF0wSw4f/UTPH385HsoZgaOlonEjJ0kiglo/p+Y5IIz62SSaZWhtsJvW3D6tyNHGqy0o14q",
+	"nTIbzIJlopgNKpHLPF2gJlKrrlD6uSym5i5+Loj8HJduqJ+Lac3W9d8Hq6CpxQ+lYp09+e1/rFZQiz8w",
+	"srTES77C0jpQ5imNFGmm0RgSahhEiYiugjBgnM+tmkdME9dZrqOYGVogUvIadUEtpEWNxiKtKpWdt14I",
+	"OY9YmjGxIlq1nDN+TaI3qGlOrVJl0ZSEFldKrz3hQjNJMyyFRtNgpNaQM3SB5hw/5WjstmaxIDhYM951",
+	"aO5UyDM/4qSrpI7Qq0V6Ze0n3NoZs9aHBsa5IFtmydsWwRazbbt/pRHhCtf/es2SHIGmE4vcooEB42YG",
+	"LDEKliKxqNkiweEYnktg/IGBhOUyisGKFEO4iUUUQ8qu0ICwsNRoYlgqDTZGQLliK0xRWsi0UDoEYUAj",
+	"47DUKgVjmbZzmgcG5Ianp6dPQ3j//v370evXoxcvQGnIpbiFVCSJMBgpyc2Q3mpMkBmckzvCwG31xYvR",
+	"ayVHNHo4DnoE6Z30qFAYBhZvba8wj/OyMLjGyCrdMqMDosI+q6ldtddsrovg2bYa7o18366LsOLF1baZ",
+	"M45ppizKaE2mQ2LuynM7COrowBV93muv+FtX/SGpn0ko7QX8SrQVJfHNMph9aEhWSPvPx7VkKa6snGgb",
+	"NGRDIzLCYGv3Hw9UdBUPN2Fwg2IVW8/JkuWJdYa1petUSJFS5Jxu6b2jZxJg6BQXljq3ZrfO98Sy67K2",
+	"OCySOQs6LpD5Ffr29spFkm0F/6hUgkwWkQbUNWpgvBGOxvDylkU2WYOSCGoJTHKYkBVMQCoLE0c7vpTP",
+	"qyEzqFNECGXyoCefHUJwmSGkAGTz0qTWFLwQErbAxFn3pfT5pRl0JT9YfgXHPRmaNtwbVPBT72shW4vu",
+	"iEX1/I6FbVE/7zD4DCwaa2pZw6UfOrvMp9PT6ArX7gEvg3HQ49lS2cNl0Il9XyK4TY9Z/YwsodjTtXWv",
+	"2R5pdZ3L0/VZ7JlcobHnaJwPbwXS3Nek2BO0vB8C1yrLkMMCI5YbpIwoNAgON8wASygPrsFYpZGP+2JU",
+	"q/jorFB82T+88vfe7e0barwltsf9olZgKLjICMEHK/JHSvQLZqOYproz8u4qfarthk3R9uvFF4fmvEAO",
+	"O6q29YFpJ1Uck3lZjfb619cqzvuYp1q1vYVqwT7uXxPpu8q6OzhEcrydG/EnNvhoqDVFq0V0SNW4VYPU",
+	"O3B22yBd+AjuaDUTEvmc2VZ9syfDFmPouSdeLVh0tdIqlxxKMtC5pCpSSAJsK4IcDRNu7GW3Qjta8Pz0",
+	"ybqq3xowJ/ewgxGuaMCSLibheWQdRYVHSjCSiVtMesFIA/x2Yo1DpDtSg7FMRtj/0frZOkUcGUnpuGq5",
+	"RMlJrkRMUmXemamyR0k0GkneSuKOUNGNtI1vVtgE95bPVY0UsIXK7WyRMHkVhHeozM8b7ove5H87cPqx",
+	"EODr4On+TVot8Bp3lmyRqiHUvFlZNhX67+59qdFIjRqwy6J2WnVojOoo0DjSTF7NqIhmHBzIN9CzEHwH",
+	"Jk/nAh79PhiJSTyE7yBSZsB4CGwuhpAq7QAgWQibT+ntSQjj8RiYdtkOyFkeGODCWCEjC4ybAhNyuBE2",
+	"hoFrFFD9xREz1M/AtX1u7dxnA1gKbWxIk3kefNIC/3UYQqoMsRQRrwUts/6tI0d97bYwGpUcjmJBk6wL",
+	"eaUhxGTfO6lZshwlYomhKzwrAQzLQXUiJG4N3MSqzeNC2dg9Cdmc+EZIrm6KXQhdjSEZqSUgi2JQ5H6+",
+	"JqalVqh8BIeUSuaSyoFyN5z82O9iEKlcWiyANl6jXrdkFxZIXUnC7TJKco58OIaLGL30KjPyO3IQ+w9V",
+	"WFJUtsLMGKZgcy29LJy1qeVyDC+8X892yrWwscHpsFU2VPCI3Xp4dDKdTveipTBom8y2f5x78ygsqnCT",
+	"QaaMEYtkDUwquU5VboZOds/A6AhStoYFgkqFJSkqDfgpZ0ll1bTpI1EUuy1RlGOpW7TjrVPC3CDKVmT0",
+	"rdXtBIe3WcJEm3bJEtNLvKzg12GV91UbwDod7FDJSV9WcO2eAyMW4+bBVqvokKDFlR3kDuMxPoSH0FwU",
+	"voNEDk7gIchhGaRk6bPOY1zUiNaFJZJj1FvwccnUgcl7f93jJNTUtW23/KhJ46cePiu27RtnRVwo+GuM",
+	"dx5ZxoVBjcoabbJO62sIzs3dZuitBWYgzSkmlIwCyQ15NT39Cbm0IgFhIWb1woV/NKTg34zhFeFjkHjj",
+	"TJ+21hthJd6MiKCayf0XlnEnS3LTCe9DkCUHTtd+nI9gKeMIN7FI0K3sRjfWMLEW8so1IY2Pb0riAxeP",
+	"iEUDi7WfM10gpwKHYhgVMTtDk1dfGZdO7o5Ld4SlTznq9bbtv8l82U0I/EZpbmAQrxdacNC+GmDJsBdu",
+	"u8rzEEiz2Vtp7MJMdUw/GOjUJyI9TQhnVPNy020ZXBRR1CFhryHkINVN6POVz4hRrjWZoSSVLFSuY6V4",
+	"kYXd2dCssEqlwWRMm2LSQaQS7r1mGJYWV1mjs2W/OGXnwuaMIFBrXfbjmDwwYCTLTKxsP7q4CzR2ysAu",
+	"wGsIu68ufCdSkTB9ZvvQwFc4bLr/E6KCg68E0StrPMgsm9LrMcwjVbcTpPu99DHvGgBncql6vCwWCdf4",
+	"pQ29LcoEr1tfmimY6eIIYNtWWJolOE/J9fThgt1x4Li73+D6GHeL2JOVzBQT7hRsL7L7IglV22tHp0s/",
+	"ZhwpjpdBXyiu65q7nG0vp70saibk8yjCzCLvOfVrfOmJSmgMW+HdEq+m2d6C6/5FuRZ2/Y707tddINOo",
+	"n+e+1+oMwq3tXtdsx9Zm/pBdFObfFm2VMUaske/ceSGVdS4ZmzH41iuUzUEX88v47RpBFKkvZSxQMx3F",
+	"ImIJlGfGPoCX5WPdQfIVXLGmKzrdsldS3cjwUhZwSNdwoKhDXEJi8CNbjdRy9BqZ60I5RYLrt40v5Uut",
+	"lTYO9u66TgCDXbcYhv6goeiVBD+fncN//cd/ws9N5sqeJ5yXMgsaHa7gZDwdT12XPUPJMhHMgtPxdHwa",
+	"hO7ehtPgJHat8j/peYXOeMmw3H7OOC1cfO9cyXg0ne65jnHcNYyiW99zC+N5Iq7dhZBNGEwabcrenb4u",
+	"vt+5U0r8kwol1XvsOsfWdsoVnDfkacqokgveasLfMeYGii3C4E2G8gITpBdrwNtMaYt66G+PTFxvcbfI",
+	"z/3n/xWJu7XJZp5MT3fNUm2reYGG+Lo+mTQPJzJlerh7q4x9Wff3tW9y/ah89/irsNe9v7FpBzqCzpt7",
+	"lG7riKhHxu8c8iEhP/arHihkoj85jv7k9Ej6J8fRP3p6FP2TI/k9zgiJ/vtjjLbOae5+QDObffi4+dh0",
+	"8t8yg9qWbXDXZCvT0IAlyUjpkVQE31elkzecYfKZQstm8lnwzaTMSLsD2b+hrU6zXKyur/x96GeuJpk0",
+	"LultwgOpz14ExO09OkT3bK7HK2qW/wrHmD7+Gxt6K/1cuBtVpMYHpluPVNWPPzr02NYVxeYOKzUeLe2z",
+	"0QJQ/WUWGhZ3Tn0Hpb50yvQK7bwAoEffNd0x61Vrrqrl+ei4jue9elUXTPdlGk9SxapvrnWUa/1KCaGJ",
+	"ONQSGHiDA9J1iSdMzNwZStlVBJOxCBsuVp1B7KmJyosO91IRte6AfauHvtVD/8N66HmWoeStesi3TDvV",
+	"UAiivB1qYbH2VCB4o0pyyHxfonGXW+4TDjVvz/TBPtc6KG4VfInVHWUVW8ndoL6mmFK2oAuAH9aXX9wh",
+	"EJO8xJ8d2U4c4e7o45pLO4T86KsJud3C6gP71bcvSTpP/+ZJ51DHu9BitULtPK/3GlSt/LKrtVvz5fnP",
+	"T/XBw/3kn+6Vlr84A22dc/WYX0MG/xerpP9XmasVAyvFVN1Zf1IXAiuuq7hzO/8DgLpPW5zw1e7gMdDk",
+	"s/t/sy/hXBT9+A6u6ZxWul4vM9A+GAgBx6sxXAYn45Pv/RXpvl/KFSvs/qlcxqxFTSN//zAdPf348PJy",
+	"7B/+0XMR7j5xRn1u1eM1XlTfYMUxBv1GYgeZu59PLTAJwZlSCP6ULoTyYDAEI/70Od6f0kFxSjf2Smmm",
+	"D4K0PRnEn6I4Q851UpzKzCaTREUsiZWxsx+mP0yDzcfNfwcAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

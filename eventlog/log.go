@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 )
 
 // Errors returned by the log.
@@ -31,9 +32,12 @@ var (
 	// ErrBatchTooLarge is returned by Append when a batch encodes to more than
 	// MaxBatchBytes.
 	ErrBatchTooLarge = errors.New("batch too large")
-	// ErrFailed is returned (wrapped, with the cause) by Append once a write or
-	// fsync has failed: the log stops accepting writes, because after a failed
-	// fsync the state of the file is unknown. Reopen the log to recover.
+	// ErrFailed is returned (wrapped, with the cause, e.g. syscall.ENOSPC) by
+	// Append when a write or fsync has failed. Nothing of the failed group of
+	// batches is stored: the log cuts its last segment back to the last
+	// committed size and refuses writes until a probe write succeeds again
+	// (retried every RetryInterval, and before each commit), then recovers
+	// by itself. [Log.Err] reports the state.
 	ErrFailed = errors.New("event log failed")
 )
 
@@ -61,6 +65,9 @@ type Options struct {
 	// Logger receives warnings (torn tails) and errors (failed writes);
 	// default: discard.
 	Logger *slog.Logger
+	// RetryInterval is how often a failed log probes whether it can write
+	// again (default 1s).
+	RetryInterval time.Duration
 }
 
 // OpenReport describes what Open found on disk.
@@ -132,12 +139,17 @@ type Log struct {
 	seq     uint64
 	seen    idSet
 	wbuf    []byte
-	failErr error
+	failErr error // set while writes fail; see recoverFailed
+	// goodNum and goodSize are the last segment and its size as of the last
+	// successful commit: where a failed group is cut back to.
+	goodNum  uint64
+	goodSize int64
 
-	// mu guards the fields below, which readers (Stats, Replay) snapshot.
-	mu    sync.Mutex
-	stats Stats       // mu must be held
-	segs  []segmentAt // mu must be held: every segment and its committed size
+	// mu guards the fields below, which readers (Stats, Replay, Err) snapshot.
+	mu     sync.Mutex
+	stats  Stats       // mu must be held
+	failed error       // mu must be held: a copy of failErr for Err
+	segs   []segmentAt // mu must be held: every segment and its committed size
 }
 
 type segmentAt struct {
@@ -184,6 +196,9 @@ func Open(ctx context.Context, opts Options, replay func(Batch) error) (*Log, Op
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	if opts.RetryInterval <= 0 {
+		opts.RetryInterval = time.Second
+	}
 	l := &Log{
 		opts:   opts,
 		dir:    opts.Dir,
@@ -207,6 +222,7 @@ func Open(ctx context.Context, opts Options, replay func(Batch) error) (*Log, Op
 		l.lock.Close()
 		return nil, rep, fmt.Errorf("open event log %s: %w", l.dir, err)
 	}
+	l.goodNum, l.goodSize = l.segNum, l.segSize
 	go l.writer()
 	return l, rep, nil
 }
@@ -465,6 +481,14 @@ func (l *Log) Close() error {
 	return err
 }
 
+// Err returns nil while the log accepts writes, and the error (wrapping
+// ErrFailed and its cause) while writes fail. Safe for concurrent use.
+func (l *Log) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.failed
+}
+
 // Stats returns the log's counters.
 func (l *Log) Stats() Stats {
 	l.mu.Lock()
@@ -507,7 +531,18 @@ func (l *Log) writer() {
 	defer close(l.done)
 	group := make([]*request, 0, 64)
 	for {
-		req, ok := <-l.queue
+		var retry <-chan time.Time
+		if l.failErr != nil {
+			retry = time.After(l.opts.RetryInterval)
+		}
+		var req *request
+		var ok bool
+		select {
+		case req, ok = <-l.queue:
+		case <-retry:
+			l.recoverFailed()
+			continue
+		}
 		if !ok {
 			break
 		}
@@ -539,6 +574,12 @@ func (l *Log) writer() {
 
 // shutdown fsyncs and closes the last segment.
 func (l *Log) shutdown() error {
+	if l.failErr != nil {
+		l.recoverFailed()
+	}
+	if l.f == nil {
+		return l.failErr
+	}
 	var err error
 	if l.failErr == nil {
 		if err = l.f.Sync(); err != nil {
@@ -551,9 +592,105 @@ func (l *Log) shutdown() error {
 	return err
 }
 
+// probeBytes is the size of the write with which a failed log checks that
+// it can write again.
+const probeBytes = 64 << 10
+
+// recoverFailed tries to leave the failed state: it cuts the log back to
+// the state of the last successful commit (removing segments created
+// since, truncating the last one to its committed size), checks with a
+// probe write and fsync that the disk takes data again, cuts the probe off
+// and clears failErr. On failure failErr is updated and the log stays
+// failed. Called by the writer only.
+func (l *Log) recoverFailed() {
+	err := l.cutBack()
+	if err == nil {
+		err = l.probe()
+	}
+	if err != nil {
+		l.setFailed(fmt.Errorf("%w: %w", ErrFailed, err))
+		return
+	}
+	l.logger.Info("event log: writes work again", "segment", segmentName(l.segNum), "size", l.segSize)
+	l.setFailed(nil)
+}
+
+// cutBack restores the files to the last successful commit and reopens
+// the last segment for appending.
+func (l *Log) cutBack() error {
+	if l.f != nil {
+		l.f.Close()
+		l.f = nil
+	}
+	l.mu.Lock()
+	for len(l.segs) > 1 && l.segs[len(l.segs)-1].num > l.goodNum {
+		l.segs = l.segs[:len(l.segs)-1]
+	}
+	l.mu.Unlock()
+	nums, err := listSegments(l.dir)
+	if err != nil {
+		return err
+	}
+	for _, n := range nums {
+		if n > l.goodNum {
+			if err := os.Remove(filepath.Join(l.dir, segmentName(n))); err != nil {
+				return fmt.Errorf("remove segment of a failed commit: %w", err)
+			}
+		}
+	}
+	f, err := os.OpenFile(filepath.Join(l.dir, segmentName(l.goodNum)), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return fmt.Errorf("reopen segment: %w", err)
+	}
+	if err := f.Truncate(l.goodSize); err != nil {
+		f.Close()
+		return fmt.Errorf("cut back segment: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("sync segment: %w", err)
+	}
+	l.f, l.segNum, l.segSize = f, l.goodNum, l.goodSize
+	l.mu.Lock()
+	l.segs[len(l.segs)-1].size = l.goodSize
+	l.mu.Unlock()
+	l.updateStats()
+	return nil
+}
+
+// probe writes and fsyncs probeBytes of zeros after the last segment's
+// end, then cuts them off again.
+func (l *Log) probe() error {
+	_, werr := l.f.Write(make([]byte, probeBytes))
+	if werr == nil {
+		werr = l.f.Sync()
+	}
+	if err := l.f.Truncate(l.segSize); err != nil {
+		return fmt.Errorf("cut probe: %w", err)
+	}
+	if err := l.f.Sync(); err != nil {
+		return fmt.Errorf("sync after probe: %w", err)
+	}
+	if werr != nil {
+		return fmt.Errorf("probe write: %w", werr)
+	}
+	return nil
+}
+
+// setFailed sets failErr and its copy for Err.
+func (l *Log) setFailed(err error) {
+	l.failErr = err
+	l.mu.Lock()
+	l.failed = err
+	l.mu.Unlock()
+}
+
 // commit deduplicates, frames and writes a group of batches with one fsync,
 // then acknowledges each of them.
 func (l *Log) commit(group []*request) {
+	if l.failErr != nil {
+		l.recoverFailed()
+	}
 	if l.failErr != nil {
 		for _, req := range group {
 			req.done <- result{err: l.failErr}
@@ -594,14 +731,16 @@ func (l *Log) commit(group []*request) {
 		for _, k := range added {
 			l.seen.remove(k)
 		}
-		l.failErr = fmt.Errorf("%w: %w", ErrFailed, err)
-		l.logger.Error("event log: commit failed; refusing further writes", "err", err)
+		l.setFailed(fmt.Errorf("%w: %w", ErrFailed, err))
+		l.logger.Error("event log: commit failed; refusing writes until a probe write succeeds", "err", err)
 		for _, req := range group {
 			req.done <- result{err: l.failErr}
 		}
+		l.recoverFailed() // cut the partial group off now; a success needs a probe too
 		return
 	}
 	l.seq = seq
+	l.goodNum, l.goodSize = l.segNum, l.segSize
 	l.mu.Lock()
 	l.segs[len(l.segs)-1].size = l.segSize
 	l.stats.Batches += st.Batches

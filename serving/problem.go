@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"syscall"
 	"unicode/utf8"
 
 	"github.com/hir-ads/hir/api"
+	"github.com/hir-ads/hir/eventlog"
 	"github.com/hir-ads/hir/graph"
 	"github.com/hir-ads/hir/index"
 )
@@ -39,6 +41,10 @@ var (
 	ErrNoTrainer = errors.New("training is not configured on this server")
 	// ErrShuttingDown means the server is draining and accepts no new work.
 	ErrShuttingDown = errors.New("server is shutting down")
+	// ErrWritesFailing is /readyz's answer while the event log cannot write
+	// (a full disk or an I/O error): ingestion answers 507 or 503 until the
+	// log recovers by itself; reads are still served.
+	ErrWritesFailing = errors.New("event log writes are failing (disk full or I/O error; see the server log): ingestion is refused until they work again, reads are served")
 )
 
 // ItemError is a validation error of one item of a batch request. Its
@@ -120,6 +126,12 @@ func classify(err error) (status int, slug, title string) {
 		return http.StatusServiceUnavailable, "no-trainer", "Training not configured"
 	case errors.Is(err, ErrShuttingDown):
 		return http.StatusServiceUnavailable, "shutting-down", "Shutting down"
+	case errors.Is(err, ErrWritesFailing):
+		return http.StatusServiceUnavailable, "writes-failing", "Writes failing"
+	case errors.Is(err, eventlog.ErrFailed) && errors.Is(err, syscall.ENOSPC):
+		return http.StatusInsufficientStorage, "insufficient-storage", "Insufficient storage"
+	case errors.Is(err, eventlog.ErrFailed):
+		return http.StatusServiceUnavailable, "writes-failing", "Writes failing"
 	case errors.Is(err, context.DeadlineExceeded):
 		return http.StatusServiceUnavailable, "timeout", "Request timed out"
 	case errors.Is(err, ErrBadRequest), errors.As(err, &itemErr), errors.As(err, &syntaxErr),
@@ -159,6 +171,10 @@ func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error)
 	p.Instance = &instance
 	var detail string
 	switch {
+	case status == http.StatusInsufficientStorage:
+		detail = "the server's disk is full: nothing of the request was stored; retry later"
+		s.logger.WarnContext(r.Context(), "write refused: disk full", "path", r.URL.Path,
+			"request_id", requestIDFrom(r.Context()), "err", err)
 	case status >= 500 && status != http.StatusServiceUnavailable:
 		detail = "the server failed to handle the request; see the server log for request " + requestIDFrom(r.Context())
 		s.logger.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path,
@@ -166,13 +182,18 @@ func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error)
 	case status == http.StatusServiceUnavailable:
 		// 503 sentinels carry client-facing text; anything else stays generic.
 		detail = title
-		for _, s := range []error{ErrNoSnapshot, ErrNoTrainer, ErrShuttingDown} {
+		for _, s := range []error{ErrNoSnapshot, ErrNoTrainer, ErrShuttingDown, ErrWritesFailing} {
 			if errors.Is(err, s) {
 				detail = s.Error()
 			}
 		}
 		if errors.Is(err, context.DeadlineExceeded) {
 			detail = "the request did not complete within the server's time limit"
+		}
+		if errors.Is(err, eventlog.ErrFailed) {
+			detail = "the event log cannot write (see the server log): nothing of the request was stored; retry later"
+			s.logger.WarnContext(r.Context(), "write refused: event log failing", "path", r.URL.Path,
+				"request_id", requestIDFrom(r.Context()), "err", err)
 		}
 	default:
 		detail = clipDetail(clientDetail(err))
@@ -187,8 +208,11 @@ func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error)
 		idx := itemErr.Index
 		p.Item = &idx
 	}
-	if status == http.StatusTooManyRequests {
+	switch {
+	case status == http.StatusTooManyRequests:
 		w.Header().Set("Retry-After", "1")
+	case errors.Is(err, eventlog.ErrFailed), errors.Is(err, ErrShuttingDown):
+		w.Header().Set("Retry-After", "5")
 	}
 	if status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="hir"`)

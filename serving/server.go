@@ -243,12 +243,15 @@ func (s *Server) Healthz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, api.Health{Status: "ok"})
 }
 
-// Readyz answers 200 once a snapshot is served, 503 before and while
-// draining.
+// Readyz answers 200 once a snapshot is served, 503 before, while
+// draining, and while the event log cannot write (a full disk: the problem
+// says so; reads keep being served).
 func (s *Server) Readyz(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case s.draining.Load():
 		s.writeProblem(w, r, ErrShuttingDown)
+	case s.log.Err() != nil:
+		s.writeProblem(w, r, ErrWritesFailing)
 	case s.snap.Load() == nil:
 		s.writeProblem(w, r, ErrNoSnapshot)
 	default:
