@@ -1451,6 +1451,8 @@ type PostEntitiesResponse struct {
 	ApplicationproblemJSON400 *Problem
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON408 the response for an HTTP 408 `application/problem+json` response
+	ApplicationproblemJSON408 *Problem
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *Problem
 	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
@@ -1478,6 +1480,11 @@ func (r PostEntitiesResponse) GetApplicationproblemJSON400() *Problem {
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
 func (r PostEntitiesResponse) GetApplicationproblemJSON401() *Problem {
 	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON408 returns the response for an HTTP 408 `application/problem+json` response
+func (r PostEntitiesResponse) GetApplicationproblemJSON408() *Problem {
+	return r.ApplicationproblemJSON408
 }
 
 // GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
@@ -1714,6 +1721,8 @@ type PostEventsResponse struct {
 	ApplicationproblemJSON400 *Problem
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON408 the response for an HTTP 408 `application/problem+json` response
+	ApplicationproblemJSON408 *Problem
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *Problem
 	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
@@ -1741,6 +1750,11 @@ func (r PostEventsResponse) GetApplicationproblemJSON400() *Problem {
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
 func (r PostEventsResponse) GetApplicationproblemJSON401() *Problem {
 	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON408 returns the response for an HTTP 408 `application/problem+json` response
+func (r PostEventsResponse) GetApplicationproblemJSON408() *Problem {
+	return r.ApplicationproblemJSON408
 }
 
 // GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
@@ -1944,6 +1958,8 @@ type RetrieveCandidatesResponse struct {
 	ApplicationproblemJSON401 *Problem
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON408 the response for an HTTP 408 `application/problem+json` response
+	ApplicationproblemJSON408 *Problem
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *Problem
 	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
@@ -1974,6 +1990,11 @@ func (r RetrieveCandidatesResponse) GetApplicationproblemJSON401() *Problem {
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
 func (r RetrieveCandidatesResponse) GetApplicationproblemJSON404() *Problem {
 	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON408 returns the response for an HTTP 408 `application/problem+json` response
+func (r RetrieveCandidatesResponse) GetApplicationproblemJSON408() *Problem {
+	return r.ApplicationproblemJSON408
 }
 
 // GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
@@ -2401,6 +2422,13 @@ func ParsePostEntitiesResponse(rsp *http.Response) (*PostEntitiesResponse, error
 		}
 		response.ApplicationproblemJSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 408:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON408 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -2619,6 +2647,13 @@ func ParsePostEventsResponse(rsp *http.Response) (*PostEventsResponse, error) {
 		}
 		response.ApplicationproblemJSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 408:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON408 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -2808,6 +2843,13 @@ func ParseRetrieveCandidatesResponse(rsp *http.Response) (*RetrieveCandidatesRes
 			return nil, err
 		}
 		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 408:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON408 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest Problem
@@ -3423,63 +3465,63 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7FvrbtvGl3+VA+4fiNRQF8fJv42C/ZA2ydZA0wSOi0UQp8KIcyROTc4wM0PbaiBgH2KfcJ9kcWZ4FyVL",
-	"2bi7xeZLQpNnLud+fmdGn4NIpZmSKK0JZp+DjGmWokXt/noprbDrsxf0LGQwCzJm4yAMJEsxmAWCB2Gg",
-	"8VMuNPJgZnWOYWCiGFNGI1J2+wvKlY2D2aMn/wyDVMjy75MwsOuM5jBWC7kKNpuwWO3Cve9dzw3Zt+I/",
-	"NC6DWfAvk5qpif9qJr8qjm7uDa2l0WRKGnRsvtVqkWBKj5GSFqWlR5ZliYiYFUpOMk/x8A+jJH07bMly",
-	"XrciRxNpkdF0wSw4f/UTPH385HsoZgaOlonEjJ0kiglo/p+Y5IIz62SSaZWhtsJvW3D6tyNHGqy0o14q",
-	"nTIbzIJlopgNKpHLPF2gJlKrrlD6uSym5i5+Loj8HJduqJ+Lac3W9d8Hq6CpxQ+lYp09+e1/rFZQiz8w",
-	"srTES77C0jpQ5imNFGmm0RgSahhEiYiugjBgnM+tmkdME9dZrqOYGVogUvIadUEtpEWNxiKtKpWdt14I",
-	"OY9YmjGxIlq1nDN+TaI3qGlOrVJl0ZSEFldKrz3hQjNJMyyFRtNgpNaQM3SB5hw/5WjstmaxIDhYM951",
-	"aO5UyDM/4qSrpI7Qq0V6Ze0n3NoZs9aHBsa5IFtmydsWwRazbbt/pRHhCtf/es2SHIGmE4vcooEB42YG",
-	"LDEKliKxqNkiweEYnktg/IGBhOUyisGKFEO4iUUUQ8qu0ICwsNRoYlgqDTZGQLliK0xRWsi0UDoEYUAj",
-	"47DUKgVjmbZzmgcG5Ianp6dPQ3j//v370evXoxcvQGnIpbiFVCSJMBgpyc2Q3mpMkBmckzvCwG31xYvR",
-	"ayVHNHo4DnoE6Z30qFAYBhZvba8wj/OyMLjGyCrdMqMDosI+q6ldtddsrovg2bYa7o18366LsOLF1baZ",
-	"M45ppizKaE2mQ2LuynM7COrowBV93muv+FtX/SGpn0ko7QX8SrQVJfHNMph9aEhWSPvPx7VkKa6snGgb",
-	"NGRDIzLCYGv3Hw9UdBUPN2Fwg2IVW8/JkuWJdYa1petUSJFS5Jxu6b2jZxJg6BQXljq3ZrfO98Sy67K2",
-	"OCySOQs6LpD5Ffr29spFkm0F/6hUgkwWkQbUNWpgvBGOxvDylkU2WYOSCGoJTHKYkBVMQCoLE0c7vpTP",
-	"qyEzqFNECGXyoCefHUJwmSGkAGTz0qTWFLwQErbAxFn3pfT5pRl0JT9YfgXHPRmaNtwbVPBT72shW4vu",
-	"iEX1/I6FbVE/7zD4DCwaa2pZw6UfOrvMp9PT6ArX7gEvg3HQ49lS2cNl0Il9XyK4TY9Z/YwsodjTtXWv",
-	"2R5pdZ3L0/VZ7JlcobHnaJwPbwXS3Nek2BO0vB8C1yrLkMMCI5YbpIwoNAgON8wASygPrsFYpZGP+2JU",
-	"q/jorFB82T+88vfe7e0barwltsf9olZgKLjICMEHK/JHSvQLZqOYproz8u4qfarthk3R9uvFF4fmvEAO",
-	"O6q29YFpJ1Uck3lZjfb619cqzvuYp1q1vYVqwT7uXxPpu8q6OzhEcrydG/EnNvhoqDVFq0V0SNW4VYPU",
-	"O3B22yBd+AjuaDUTEvmc2VZ9syfDFmPouSdeLVh0tdIqlxxKMtC5pCpSSAJsK4IcDRNu7GW3Qjta8Pz0",
-	"ybqq3xowJ/ewgxGuaMCSLibheWQdRYVHSjCSiVtMesFIA/x2Yo1DpDtSg7FMRtj/0frZOkUcGUnpuGq5",
-	"RMlJrkRMUmXemamyR0k0GkneSuKOUNGNtI1vVtgE95bPVY0UsIXK7WyRMHkVhHeozM8b7ove5H87cPqx",
-	"EODr4On+TVot8Bp3lmyRqiHUvFlZNhX67+59qdFIjRqwy6J2WnVojOoo0DjSTF7NqIhmHBzIN9CzEHwH",
-	"Jk/nAh79PhiJSTyE7yBSZsB4CGwuhpAq7QAgWQibT+ntSQjj8RiYdtkOyFkeGODCWCEjC4ybAhNyuBE2",
-	"hoFrFFD9xREz1M/AtX1u7dxnA1gKbWxIk3kefNIC/3UYQqoMsRQRrwUts/6tI0d97bYwGpUcjmJBk6wL",
-	"eaUhxGTfO6lZshwlYomhKzwrAQzLQXUiJG4N3MSqzeNC2dg9Cdmc+EZIrm6KXQhdjSEZqSUgi2JQ5H6+",
-	"JqalVqh8BIeUSuaSyoFyN5z82O9iEKlcWiyANl6jXrdkFxZIXUnC7TJKco58OIaLGL30KjPyO3IQ+w9V",
-	"WFJUtsLMGKZgcy29LJy1qeVyDC+8X892yrWwscHpsFU2VPCI3Xp4dDKdTveipTBom8y2f5x78ygsqnCT",
-	"QaaMEYtkDUwquU5VboZOds/A6AhStoYFgkqFJSkqDfgpZ0ll1bTpI1EUuy1RlGOpW7TjrVPC3CDKVmT0",
-	"rdXtBIe3WcJEm3bJEtNLvKzg12GV91UbwDod7FDJSV9WcO2eAyMW4+bBVqvokKDFlR3kDuMxPoSH0FwU",
-	"voNEDk7gIchhGaRk6bPOY1zUiNaFJZJj1FvwccnUgcl7f93jJNTUtW23/KhJ46cePiu27RtnRVwo+GuM",
-	"dx5ZxoVBjcoabbJO62sIzs3dZuitBWYgzSkmlIwCyQ15NT39Cbm0IgFhIWb1woV/NKTg34zhFeFjkHjj",
-	"TJ+21hthJd6MiKCayf0XlnEnS3LTCe9DkCUHTtd+nI9gKeMIN7FI0K3sRjfWMLEW8so1IY2Pb0riAxeP",
-	"iEUDi7WfM10gpwKHYhgVMTtDk1dfGZdO7o5Ld4SlTznq9bbtv8l82U0I/EZpbmAQrxdacNC+GmDJsBdu",
-	"u8rzEEiz2Vtp7MJMdUw/GOjUJyI9TQhnVPNy020ZXBRR1CFhryHkINVN6POVz4hRrjWZoSSVLFSuY6V4",
-	"kYXd2dCssEqlwWRMm2LSQaQS7r1mGJYWV1mjs2W/OGXnwuaMIFBrXfbjmDwwYCTLTKxsP7q4CzR2ysAu",
-	"wGsIu68ufCdSkTB9ZvvQwFc4bLr/E6KCg68E0StrPMgsm9LrMcwjVbcTpPu99DHvGgBncql6vCwWCdf4",
-	"pQ29LcoEr1tfmimY6eIIYNtWWJolOE/J9fThgt1x4Li73+D6GHeL2JOVzBQT7hRsL7L7IglV22tHp0s/",
-	"ZhwpjpdBXyiu65q7nG0vp70saibk8yjCzCLvOfVrfOmJSmgMW+HdEq+m2d6C6/5FuRZ2/Y707tddINOo",
-	"n+e+1+oMwq3tXtdsx9Zm/pBdFObfFm2VMUaske/ceSGVdS4ZmzH41iuUzUEX88v47RpBFKkvZSxQMx3F",
-	"ImIJlGfGPoCX5WPdQfIVXLGmKzrdsldS3cjwUhZwSNdwoKhDXEJi8CNbjdRy9BqZ60I5RYLrt40v5Uut",
-	"lTYO9u66TgCDXbcYhv6goeiVBD+fncN//cd/ws9N5sqeJ5yXMgsaHa7gZDwdT12XPUPJMhHMgtPxdHwa",
-	"hO7ehtPgJHat8j/peYXOeMmw3H7OOC1cfO9cyXg0ne65jnHcNYyiW99zC+N5Iq7dhZBNGEwabcrenb4u",
-	"vt+5U0r8kwol1XvsOsfWdsoVnDfkacqokgveasLfMeYGii3C4E2G8gITpBdrwNtMaYt66G+PTFxvcbfI",
-	"z/3n/xWJu7XJZp5MT3fNUm2reYGG+Lo+mTQPJzJlerh7q4x9Wff3tW9y/ah89/irsNe9v7FpBzqCzpt7",
-	"lG7riKhHxu8c8iEhP/arHihkoj85jv7k9Ej6J8fRP3p6FP2TI/k9zgiJ/vtjjLbOae5+QDObffi4+dh0",
-	"8t8yg9qWbXDXZCvT0IAlyUjpkVQE31elkzecYfKZQstm8lnwzaTMSLsD2b+hrU6zXKyur/x96GeuJpk0",
-	"LultwgOpz14ExO09OkT3bK7HK2qW/wrHmD7+Gxt6K/1cuBtVpMYHpluPVNWPPzr02NYVxeYOKzUeLe2z",
-	"0QJQ/WUWGhZ3Tn0Hpb50yvQK7bwAoEffNd0x61Vrrqrl+ei4jue9elUXTPdlGk9SxapvrnWUa/1KCaGJ",
-	"ONQSGHiDA9J1iSdMzNwZStlVBJOxCBsuVp1B7KmJyosO91IRte6AfauHvtVD/8N66HmWoeStesi3TDvV",
-	"UAiivB1qYbH2VCB4o0pyyHxfonGXW+4TDjVvz/TBPtc6KG4VfInVHWUVW8ndoL6mmFK2oAuAH9aXX9wh",
-	"EJO8xJ8d2U4c4e7o45pLO4T86KsJud3C6gP71bcvSTpP/+ZJ51DHu9BitULtPK/3GlSt/LKrtVvz5fnP",
-	"T/XBw/3kn+6Vlr84A22dc/WYX0MG/xerpP9XmasVAyvFVN1Zf1IXAiuuq7hzO/8DgLpPW5zw1e7gMdDk",
-	"s/t/sy/hXBT9+A6u6ZxWul4vM9A+GAgBx6sxXAYn45Pv/RXpvl/KFSvs/qlcxqxFTSN//zAdPf348PJy",
-	"7B/+0XMR7j5xRn1u1eM1XlTfYMUxBv1GYgeZu59PLTAJwZlSCP6ULoTyYDAEI/70Od6f0kFxSjf2Smmm",
-	"D4K0PRnEn6I4Q851UpzKzCaTREUsiZWxsx+mP0yDzcfNfwcAAP//",
+	"7Fv7bhNJl3+Vo95Pwh7alxD4ZjDaP5gBdiJ9DChktEKEscpdx+6adFc1VdVJPMjSPsQ+4T7J6lT13W3H",
+	"RoTdkfgHOt2nLud+fqfKn4NIpZmSKK0JZp+DjGmWokXt/noprbDrsxf0LGQwCzJm4yAMJEsxmAWCB2Gg",
+	"8VMuNPJgZnWOYWCiGFNGI1J2+y+UKxsHs0dP/hkGqZDl3ydhYNcZzWGsFnIVbDZhsdqFe9+7nhuyb8V/",
+	"aFwGs+DfJjVTE//VTH5THN3cG1pLo8mUNOjYfKvVIsGUHiMlLUpLjyzLEhExK5ScZJ7i4Z9GSfp22JLl",
+	"vG5FjibSIqPpgllw/uoXePr4yY9QzAwcLROJGTtJFBPQ/L8wyQVn1skk0ypDbYXftuD0b0eONFhpR71U",
+	"OmU2mAXLRDEbVCKXebpATaRWXaH0c1lMzV38XBD5OS7dUD8X05qt678PVkFTix9KxTp78tv/WK2gFn9i",
+	"ZGmJl3yFpXWgzFMaKdJMozEk1DCIEhFdBWHAOJ9bNY+YJq6zXEcxM7RApOQ16oJaSIsajUVaVSo7b70Q",
+	"ch6xNGNiRbRqOWf8mkRvUNOcWqXKoikJLa6UXnvChWaSZlgKjabBSK0hZ+gCzTl+ytHYbc1iQXCwZrzr",
+	"0NypkGd+xElXSR2hV4v0ytpPuLUzZq0PDYxzQbbMkrctgi1m23b/SiPCFa7//ZolOQJNJxa5RQMDxs0M",
+	"WGIULEViUbNFgsMxPJfA+AMDCctlFIMVKYZwE4sohpRdoQFhYanRxLBUGmyMgHLFVpiitJBpoXQIwoBG",
+	"xmGpVQrGMm3nNA8MyA1PT0+fhvD+/fv3o9evRy9egNKQS3ELqUgSYTBSkpshvdWYIDM4J3eEgdvqixej",
+	"10qOaPRwHPQI0jvpUaEwDCze2l5hHudlYXCNkVW6ZUYHRIV9VlO7aq/ZXBfBs2013Bv5vl0XYcWLq20z",
+	"ZxzTTFmU0ZpMh8Tcled2ENTRgSv6vNde8feu+kNSP5NQ2gv4lWgrSuKbZTD70JCskPafj2vJUlxZOdE2",
+	"aMiGRmSEwdbuPx6o6CoebsLgBsUqtp6TJcsT6wxrS9epkCKlyDnd0ntHzyTA0CkuLHVuzW6d74ll12Vt",
+	"cVgkcxZ0XCDzK/Tt7ZWLJNsK/lmpBJksIg2oa9TAeCMcjeHlLYtssgYlEdQSmOQwISuYgFQWJo52fCmf",
+	"V0NmUKeIEMrkQU8+O4TgMkNIAcjmpUmtKXghJGyBibPuS+nzSzPoSn6w/AqOezI0bbg3qOCn3tdCthbd",
+	"EYvq+R0L26J+3mHwGVg01tSyhks/dHaZT6en0RWu3QNeBuOgx7OlsofLoBP7vkRwmx6z+hVZQrGna+te",
+	"sz3S6jqXp+uz2DO5QmPP0Tgf3gqkua9JsSdoeT8ErlWWIYcFRiw3SBlRaBAcbpgBllAeXIOxSiMf98Wo",
+	"VvHRWaH4sn945e+929s31HhLbI/7l1qBoeAiIwQfrMgfKdEvmI1imurOyLur9Km2GzZF268XXxya8wI5",
+	"7Kja1gemnVRxTOZlNdrrX1+rOO9jnmrV9haqBfu4f02k7yrr7uAQyfF2bsRf2OCjodYUrRbRIVXjVg1S",
+	"78DZbYN04SO4o9VMSORzZlv1zZ4MW4yh5554tWDR1UqrXHIoyUDnkqpIIQmwrQhyNEy4sZfdCu1owfPT",
+	"J+uqfmvAnNzDDka4ogFLupiE55F1FBUeKcFIJm4x6QUjDfDbiTUOke5IDcYyGWH/R+tn6xRxZCSl46rl",
+	"EiUnuRIxSZV5Z6bKHiXRaCR5K4k7QkU30ja+WWET3Fs+VzVSwBYqt7NFwuRVEN6hMj9vuC96k//twOnH",
+	"QoCvg6f7N2m1wGvcWbJFqoZQ82Zl2VTof7r3pUYjNWrALovaadWhMaqjQONIM3k1oyKacXAg30DPQvAD",
+	"mDydC3j0x2AkJvEQfoBImQHjIbC5GEKqtAOAZCFsPqW3JyGMx2Ng2mU7IGd5YIALY4WMLDBuCkzI4UbY",
+	"GAauUUD1F0fMUD8D1/a5tXOfDWAptLEhTeZ58EkL/NdhCKkyxFJEvBa0zPq3jhz1tdvCaFRyOIoFTbIu",
+	"5JWGEJN976RmyXKUiCWGrvCsBDAsB9WJkLg1cBOrNo8LZWP3JGRz4hshubopdiF0NYZkpJaALIpBkfv5",
+	"mpiWWqHyERxSKplLKgfK3XDyY7+LQaRyabEA2niNet2SXVggdSUJt8soyTny4RguYvTSq8zI78hB7D9V",
+	"YUlR2QozY5iCzbX0snDWppbLMbzwfj3bKdfCxganw1bZUMEjduvh0cl0Ot2LlsKgbTLb/nHuzaOwqMJN",
+	"BpkyRiySNTCp5DpVuRk62T0DoyNI2RoWCCoVlqSoNOCnnCWVVdOmj0RR7LZEUY6lbtGOt04Jc4MoW5HR",
+	"t1a3ExzeZgkTbdolS0wv8bKCX4dV3ldtAOt0sEMlJ31ZwbV7DoxYjJsHW62iQ4IWV3aQO4zH+BAeQnNR",
+	"+AESOTiBhyCHZZCSpc86j3FRI1oXlkiOUW/BxyVTBybv/XWPk1BT17bd8qMmjZ96+KzYtm+cFXGh4K8x",
+	"3nlkGRcGNSprtMk6ra8hODd3m6G3FpiBNKeYUDIKJDfk1fT0J+TSigSEhZjVCxf+0ZCCfzOGV4SPQeKN",
+	"M33aWm+ElXgzIoJqJvdfWMadLMlNJ7wPQZYcOF37cT6CpYwj3MQiQbeyG91Yw8RayCvXhDQ+vimJD1w8",
+	"IhYNLNZ+znSBnAocimFUxOwMTV59ZVw6uTsu3RGWPuWo19u2/ybzZTch8BuluYFBvF5owUH7aoAlw164",
+	"7SrPQyDNZm+lsQsz1TH9YKBTn4j0NCGcUc3LTbdlcFFEUYeEvYaQg1Q3oc9XPiNGudZkhpJUslC5jpXi",
+	"RRZ2Z0OzwiqVBpMxbYpJB5FKuPeaYVhaXGWNzpb94pSdC5szgkCtddmPY/LAgJEsM7Gy/ejiLtDYKQO7",
+	"AK8h7L668J1IRcL0me1DA1/hsOn+T4gKDr4SRK+s8SCzbEqvxzCPVN1OkO730se8awCcyaXq8bJYJFzj",
+	"lzb0tigTvG59aaZgposjgG1bYWmW4Dwl19OHC3bHgePufoPrY9wtYk9WMlNMuFOwvcjuiyRUba8dnS79",
+	"mHGkOF4GfaG4rmvucra9nPayqJmQz6MIM4u859Sv8aUnKqExbIV3S7yaZnsLrvsX5VrY9TvSu193gUyj",
+	"fp77XqszCLe2e12zHVub+UN2UZh/W7RVxhixRr5z54VU1rlkbMbgW69QNgddzC/jt2sEUaS+lLFAzXQU",
+	"i4glUJ4Z+wBelo91B8lXcMWaruh0y15JdSPDS1nAIV3DgaIOcQmJwc9sNVLL0WtkrgvlFAmu3za+lC+1",
+	"Vto42LvrOgEMdt1iGPqDhqJXEvx6dg7/81//Db82mSt7nnBeyixodLiCk/F0PHVd9gwly0QwC07H0/Fp",
+	"ELp7G06Dk9i1yv+i5xU64yXDcvs547Rw8b1zJePRdLrnOsZx1zCKbn3PLYznibh2F0I2YTBptCl7d/q6",
+	"+H7nTinxTyqUVO+x6xxb2ylXcN6QpymjSi54qwl/x5gbKLYIgzcZygtMkF6sAW8zpS3qob89MnG9xd0i",
+	"P/ef/08k7tYmm3kyPd01S7Wt5gUa4uv6ZNI8nMiU6eHurTL2Zd3f177J9bPy3eOvwl73/samHegIOm/u",
+	"UbqtI6IeGb9zyIeE/NiveqCQif7kSPqfjqM/OT2S/slx9I+eHkX/5Ej5HGe0RP/jMUZe50B3n6CZ/T58",
+	"3HxsBoXfM4Palm1z15Qr09aAJclI6ZFUBPdXZVBoOM/kM4WizeSz4JtJmcF2B77/QFudfrnYXl8R/NDP",
+	"XE0yaVzq24QHUp+9CIjbe3Sg7llejxfVLH8TR3r8Nzb0Vrq6cDewSI0PTLd+qaolf9TosbAros0dVmo8",
+	"utpnowUA+2YWGhZ3VH3Hpb6kyvQK7bwArEffTd0x61VrrqpF+ui4Dum9elUXfPdlJk9SxarvrnWUa/1G",
+	"CaGJUNQSGHiDA9J1iT9MzNyZS9mFBJOxCBsuVp1Z7KmhyosR91JBte6Mfa+fvtdP37h+ep5lKHmrfvIt",
+	"2U71FIIob59aWKw9FQjeqKoc8t+XmNzlmfuEW83bOX2w0rUmilsLX2KlR1nFVjFgUF9TDCpb3EUDIawv",
+	"17hDJiZ5iW87sp04wt3RyjWvdgj50VcTcrtF1tdMqL59SSB4+jdPUoc63oUWqxVq53m916xq5Zdds92a",
+	"L8+XfqkPNu4nX3WvzHzjjLV1jtZjfg0Z/H+sqr5nukNjZqXIqlvsTw5DYMX1GXeO6H+QUPeNixPH2n08",
+	"xpp8dv9v9iWoi+J8oIObOqenrvfMDLQPKkLA8WoMl8HJ+ORHf2W775d7xQq7f7qXMWtR08g/PkxHTz8+",
+	"vLwc+4d/9FzMu08cU5+j9XiZF9V32HKMQb+R2EH+7udcC0xCcKYUgj81DKE8qAzBiL98TeBPDaE4NRx7",
+	"pTTTDUHmnozjT3WcIec6KU6JZpNJoiKWxMrY2U/Tn6bB5uPmfwMAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

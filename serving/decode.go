@@ -9,10 +9,12 @@ import (
 	"io"
 	"math"
 	"mime"
+	"net"
 	"net/http"
 	"slices"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -33,8 +35,15 @@ func readJSONBody(r *http.Request) ([]byte, error) {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
+		var ne net.Error
+		switch {
+		case errors.As(err, &mbe):
 			return nil, err
+		case errors.As(err, &ne) && ne.Timeout():
+			return nil, &statusError{sentinel: ErrBodyTimeout,
+				msg: "the request body was not received within the server's time limit"}
+		case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET), r.Context().Err() != nil:
+			return nil, fmt.Errorf("read request body: %w: %w", errClientClosed, err)
 		}
 		return nil, fmt.Errorf("read request body: %w", err)
 	}

@@ -41,6 +41,12 @@ var (
 	ErrNoTrainer = errors.New("training is not configured on this server")
 	// ErrShuttingDown means the server is draining and accepts no new work.
 	ErrShuttingDown = errors.New("server is shutting down")
+	// ErrBodyTimeout means the request body was not received within
+	// Options.BodyReadTimeout.
+	ErrBodyTimeout = errors.New("request body not received in time")
+	// errClientClosed means the client closed the connection before its
+	// request body was complete: nobody is left to answer (499).
+	errClientClosed = errors.New("client closed the request before its body was complete")
 	// ErrWritesFailing is /readyz's answer while the event log cannot write
 	// (a full disk or an I/O error): ingestion answers 507 or 503 until the
 	// log recovers by itself; reads are still served.
@@ -126,6 +132,10 @@ func classify(err error) (status int, slug, title string) {
 		return http.StatusServiceUnavailable, "no-trainer", "Training not configured"
 	case errors.Is(err, ErrShuttingDown):
 		return http.StatusServiceUnavailable, "shutting-down", "Shutting down"
+	case errors.Is(err, ErrBodyTimeout):
+		return http.StatusRequestTimeout, "body-timeout", "Request body too slow"
+	case errors.Is(err, errClientClosed):
+		return 499, "client-closed-request", "Client closed request"
 	case errors.Is(err, ErrWritesFailing):
 		return http.StatusServiceUnavailable, "writes-failing", "Writes failing"
 	case errors.Is(err, eventlog.ErrFailed) && errors.Is(err, syscall.ENOSPC):
@@ -217,8 +227,13 @@ func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error)
 	if status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="hir"`)
 	}
+	if status == http.StatusRequestTimeout {
+		// The rest of the body is not worth waiting for: do not drain it.
+		w.Header().Set("Connection", "close")
+	}
 	if status == 499 {
-		return // nobody is listening
+		markStatus(w, 499) // nobody is listening: only logged and metered
+		return
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
