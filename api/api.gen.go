@@ -1482,6 +1482,8 @@ type PostEntitiesResponse struct {
 	ApplicationproblemJSON400 *Problem
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON408 the response for an HTTP 408 `application/problem+json` response
+	ApplicationproblemJSON408 *Problem
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *Problem
 	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
@@ -1492,6 +1494,8 @@ type PostEntitiesResponse struct {
 	ApplicationproblemJSON500 *Problem
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
 	ApplicationproblemJSON503 *Problem
+	// ApplicationproblemJSON507 the response for an HTTP 507 `application/problem+json` response
+	ApplicationproblemJSON507 *Problem
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -1507,6 +1511,11 @@ func (r PostEntitiesResponse) GetApplicationproblemJSON400() *Problem {
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
 func (r PostEntitiesResponse) GetApplicationproblemJSON401() *Problem {
 	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON408 returns the response for an HTTP 408 `application/problem+json` response
+func (r PostEntitiesResponse) GetApplicationproblemJSON408() *Problem {
+	return r.ApplicationproblemJSON408
 }
 
 // GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
@@ -1532,6 +1541,11 @@ func (r PostEntitiesResponse) GetApplicationproblemJSON500() *Problem {
 // GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
 func (r PostEntitiesResponse) GetApplicationproblemJSON503() *Problem {
 	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSON507 returns the response for an HTTP 507 `application/problem+json` response
+func (r PostEntitiesResponse) GetApplicationproblemJSON507() *Problem {
+	return r.ApplicationproblemJSON507
 }
 
 // GetBody returns the raw response body bytes
@@ -1738,6 +1752,8 @@ type PostEventsResponse struct {
 	ApplicationproblemJSON400 *Problem
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON408 the response for an HTTP 408 `application/problem+json` response
+	ApplicationproblemJSON408 *Problem
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *Problem
 	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
@@ -1748,6 +1764,8 @@ type PostEventsResponse struct {
 	ApplicationproblemJSON500 *Problem
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
 	ApplicationproblemJSON503 *Problem
+	// ApplicationproblemJSON507 the response for an HTTP 507 `application/problem+json` response
+	ApplicationproblemJSON507 *Problem
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -1763,6 +1781,11 @@ func (r PostEventsResponse) GetApplicationproblemJSON400() *Problem {
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
 func (r PostEventsResponse) GetApplicationproblemJSON401() *Problem {
 	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON408 returns the response for an HTTP 408 `application/problem+json` response
+func (r PostEventsResponse) GetApplicationproblemJSON408() *Problem {
+	return r.ApplicationproblemJSON408
 }
 
 // GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
@@ -1788,6 +1811,11 @@ func (r PostEventsResponse) GetApplicationproblemJSON500() *Problem {
 // GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
 func (r PostEventsResponse) GetApplicationproblemJSON503() *Problem {
 	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSON507 returns the response for an HTTP 507 `application/problem+json` response
+func (r PostEventsResponse) GetApplicationproblemJSON507() *Problem {
+	return r.ApplicationproblemJSON507
 }
 
 // GetBody returns the raw response body bytes
@@ -1961,6 +1989,8 @@ type RetrieveCandidatesResponse struct {
 	ApplicationproblemJSON401 *Problem
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON408 the response for an HTTP 408 `application/problem+json` response
+	ApplicationproblemJSON408 *Problem
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *Problem
 	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
@@ -1991,6 +2021,11 @@ func (r RetrieveCandidatesResponse) GetApplicationproblemJSON401() *Problem {
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
 func (r RetrieveCandidatesResponse) GetApplicationproblemJSON404() *Problem {
 	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON408 returns the response for an HTTP 408 `application/problem+json` response
+func (r RetrieveCandidatesResponse) GetApplicationproblemJSON408() *Problem {
+	return r.ApplicationproblemJSON408
 }
 
 // GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
@@ -2418,6 +2453,13 @@ func ParsePostEntitiesResponse(rsp *http.Response) (*PostEntitiesResponse, error
 		}
 		response.ApplicationproblemJSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 408:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON408 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -2452,6 +2494,13 @@ func ParsePostEntitiesResponse(rsp *http.Response) (*PostEntitiesResponse, error
 			return nil, err
 		}
 		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 507:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON507 = &dest
 
 	}
 
@@ -2629,6 +2678,13 @@ func ParsePostEventsResponse(rsp *http.Response) (*PostEventsResponse, error) {
 		}
 		response.ApplicationproblemJSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 408:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON408 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -2663,6 +2719,13 @@ func ParsePostEventsResponse(rsp *http.Response) (*PostEventsResponse, error) {
 			return nil, err
 		}
 		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 507:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON507 = &dest
 
 	}
 
@@ -2811,6 +2874,13 @@ func ParseRetrieveCandidatesResponse(rsp *http.Response) (*RetrieveCandidatesRes
 			return nil, err
 		}
 		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 408:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON408 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest Problem
@@ -3426,72 +3496,72 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7Ft7j9tGkv8qBd4ClhLqMX5k1zLuDyd2LgbWG8PxYhF4vEKLLImdIbvp7ubMKMYA9yHuE94nOVR18ylq",
-	"RhPYuTts/rE5ZD+qq371bn2KEl2UWqFyNlp9ikphRIEODf/1Ujnp9q9e0LNU0SoqhcuiOFKiwGgVyTSK",
-	"I4MfK2kwjVbOVBhHNsmwEDSjENd/RbVzWbR6+OSbOCqkqv8+iyO3L2kN64xUu+jmJg67veP3o/vxlNt2",
-	"/JPBbbSK/m3RHmrhv9rF33SKvPYN7WXQllpZ5GO+MXqTY0GPiVYOlaNHUZa5TISTWi1KP+LrX6xW9O20",
-	"Let1eccUbWJkSctFq+jt99/B08dP/gxhZUjRCZnbOXMiLEDrfydUKlPhmCel0SUaJz3ZMqV/B3yMowvc",
-	"X2mTrgvhkoxG9Hf+h3QZ4HWZC6lAqBQEfKzQ7FfgMgSRAs/DlP8Ma1mYNE8GaavE8fekps4+o7/3INIU",
-	"lHaZVDtwmsfYRBuczqNG5ButcxSKaC2F8bi7jY0/0QJveCTzRhtmxlabQrhoFW1zLVy7vKqKDRoa6vQF",
-	"Ks8qh8Wd+7yj4W9xy1P9WsIYsW//PhlhXZC+r3HL6uLJ/9DsoDe/YOJoi5fpDmvwo6oKmimL0qC1JLk4",
-	"SnKZXERxJNJ07fQ6EYZOXVYmyYSlDRKtLtGE0VI5JFkh7aq0W/deSLVORFEKuaOxersW6SUhy6KhNY0u",
-	"tENbD3S402bvB26MULTCVhq0nYO0AGQ9lmjf4scKrTsELoYBJ0vGWwZau5DqlZ9xNhTSgOnNJqO89gse",
-	"UCac85ZPpKkkhRH5m96Ag8P2let7g6w0/34p8gqBlpObyqGFiUjtCkRuNWxl7tCITY7TOTxXINIHFnJR",
-	"qSQDJwuM4SqTSQaFuEAL0sHWoM1gqw3rE6qd2GGBykFppDYxSNJKkcLW6AKsE8ataR2YkJV59OjR0xh+",
-	"/vnnn2evX89evABtoFLyGgqZ59JiolVqp/TWYI7C4pr0GSZM6osXs9dazWh2V4NbRnobdC9LH0cOr90o",
-	"M++nZXF0iYnTpgejE6zCbahpVXUUNpfBN/RRk3qQ30Z1MCueXX3MvEqxKLVDlewJOsTmIT8PGGVNcuKO",
-	"3rz2d/z7UPwxiV8oqPECficiRSv8cRut3nc4K5X75nHLWbIrO2ZtZwxhaEYgjA6o/3CioBt7eBNHVyh3",
-	"mfMn2YoqdwysA1kXUsmCLOfyQO4DORMDYxZcXMvc2eMyv8WWXdah02mWjBF0P0Pmdxij7Xu2JIcC/tZ7",
-	"2GBpQF+iIc/emqM5vLwWicv3oBWC3nIgsCAULMh9w4LHzs/V82bKCloXEUPtPOjJe4cY2DPEZIBcVUNq",
-	"T8YLIRcbzBnd58r7l67RVenJ/AsnHvHQRPCoUcGPo6+l6m16xBa16/MRDln9fHDAZ+DQOtvyGs791NV5",
-	"tVw+Si5wzw94Hs2jEc1W2p3Og4Ht+y2MuxmB1Q8ocpcdYt1LdoRbQ+Xy48YQ+0rt0Lq3aFmHDwxp5UNu",
-	"HDFaXg8hNbosMYUNJqKySB5RGpApXAkLIic/uAfrtMF0PmajesHHYIfw5fbpjb6PknfbVOuR2J/3V70D",
-	"S8ZFJQjeWJE+kqPfUCBOS91peY+FPg25cZe143LxwaF9GxKjI1Hb/kS3U+gU83UdjY7q1+cKzscOT7Fq",
-	"n4Rmw7HTv6ahPzXoHqRZKsXrtZW/YuccHbEWSPnQKVHjQQzSUsC47Qzt5EjOCKkwXQvXi29u8bBhDj2P",
-	"2KuNSC52RlcqhXoYmEpRFCkV5aM7SjnG87XjAh1IwZ9njNdN/NZJcyqfdgjKKzppyTAnSavE8YgmH6mT",
-	"kVJeYz6ajHRy+4Gt4YT7iGuwTqgExz86v9ogiCOQ1Iqrt1tUKfGVBhNXhVdmiuxR0RiDxG+t8IipGFra",
-	"zjcnXY63hs9NjBSJja7capMLdRHFd4jMrxvfZr1J/46UIe6bAnyefHqcSGckXuLRkC3RbQq17kaWvTIJ",
-	"v68lmuhZJ+1yaFiqnI1RHAUGZ0aoixUF0SL1JQ8LIxvBV2CrYi3h4T8nM7nIpvAVJNpORBqDWMspFNpw",
-	"AkgIEeslvT2LYT6fgzDs7YCU5YGFVFonVeJApDbkhClcSZfBhAsFFH+liCWaZ8BVrWu39t4AttJYF9Ni",
-	"/gzeaYH/Oo2h0JaOlNBZw1jh/FsejuaSSZjN6hPOMkmL7AO/ihgywvfR0SLfznK5xZgDz4YB03pS6wjp",
-	"tBauMt0/40a7jJ+k6i58JVWqrwIV0jRziEd6CyiSDDSpn4+Jaasdam/BoaCQuR7FSTlPJz32VEwSXSmH",
-	"IdHGSzT7Hu/ikKlrRXm7SvIqxXQ6h3cZeu41MPIUcYr9iw5Iamtpc1iCq4zyvGC06e12Di+8Xq+O8jVg",
-	"bPJo2gsbmvRIXPv06Gy5XN6aLcVRHzKH+vHWwyMgKqjJpNTWyk2+B6G02he6slPm3TOwJoFC7GGDoAvp",
-	"iIvaAH6sRN6gmoi+ZxYlrussio80DNrxmoWwtoiqZxl95fjQwYXCaG/sVuQWDwq4SBKKoUTTSo51Crio",
-	"SSyRFBCSKWCU0yeutIKPREC6utYae1B7zHK2cMT/bpuE77RY/6KfMrPUj4DgbMwPcYHpRBspUvvgoDh1",
-	"iplMtZtUnFWKdApfQ3dT+ApyNTmDr0FNa7OoaivBOsp2KtkH7JMqtiR4S2hbU+jtTVtVpTxtqE28/aw7",
-	"xi89fRbI9qW6YInC+Trz2QbUlmjS5oGdwtyg2DYFNixMDL11ICwUFVmh+qBAfMO0WZ7+hEo5mROMMtFu",
-	"HDSywwX/Zg7fU0YOCq9Y2Yi0UZuu8GpGA5qV+L+4tnRlXtmBQ5mCqk/AsvbzvM0sRIpwlckceWee3dnD",
-	"ZkaqCy57Wm9RtcIHbAHpiBY2e79mscGUQiqymhQ2HTWGXny1JTy72xLeYQhZZQ+x/2PpA/1OiyTbb4xM",
-	"wfj4Q+TT0QSfY93Tkigauu52pEbTi1Hz9I9M1B2aPEcDF0pfNWaaxS9IHTlCCkXnLcODv9UslQkythRJ",
-	"BsiIwkQbrhlZQhZbrQEWVr4gQq/ABgyXYtf2krwOdkrj9agd6hhS5F2Jlh3Cpkou0MGEy+mWQ6ALLFk/",
-	"PEftdA7PPX0zpo/plzYApvbV0sGEduU/BgQ/A1FjO4RW+orzoC2B1nERviQrk1KOPj8sX93VM7izmluI",
-	"6+6Mbx6PRLV1zbyz2OPl02/GgvrB3JtbY+Rj2X4bjZycoretypHyGRundQ3+Pljf1Zi8Eh3BKX0Ve4F5",
-	"v5hUxhDoFKn2Rlcm0zoN8SOryIqtW4MEbTq2LtF56i3wNK4B0Fi2FvgM6GC/rFSJj7i5ksDEhVx83Dnf",
-	"XfNQeHUXC2pPYJn4z2ijvaEMHtj3izjSDit5rzsadgyyr2FdpYOUsXSs070dPTWFt2yZRBtHPQhxU90J",
-	"8/5eGsqdYHLV6WBPD/Wxm3UdbjmWk3nv00QU/WSvjsxq4xDyIpHaUc9y4D+Yr4d09IKcAQEHQdSEIsm+",
-	"pIK5rhE+PY0YKwuZCxPqeH2KXmjajossXUfxwDbRqyeu8cSnbDmsDLf715yJ+wIbhZCf9cqN1XGO3IK4",
-	"zzWBL9/bDyf4TMXVxhqfZJa73BsxzHdZrVPLq56WscNz6faV2uoRL5PJPDX4W1sxByNzvOx96aYywgSD",
-	"cIgVUZQ5rguCtjmdsUeuihyvFHPedzeL/bD6MGHBo4wdrcmdwKGBJaalgD+uYFknWIkWxlKEWBrtNK3l",
-	"h4Ta0VYq5GjQPvPvKdILzmoww8duBq1MKeNPdIp2vPTZMKlP4LmnfE4zz6OxwLrNUu9plPr8HmU0uf3n",
-	"SYKlw3Tk1kjny0hYgNaKHd4t92aZD2MxnMWkIsP5E6HP77tBYdA8r3yvjmHJe/Pr9tiZc6W/gyaDEvZZ",
-	"28RtM9HJXryDSUPUYefgW3dQN5fYK9RxB8dFJPdzlUk0wiSZTEQO9Z2jEEKFZLntQPhcIOzJJQTelrIV",
-	"FZ+rUE4zbTkpZJUcFgr4Vuxmejt7jUL5C2cEYu7XzM/VS2O08bg7dtsOJscu+U19ozrU2qMfXr2F//7P",
-	"/4Ifuoere2bwtuZZ1OmQRGfz5XzJXdoSlShltIoezZfzR+T5hMtYgouMW62/0vMOGbwELKbnVUobh++D",
-	"G4sPl8tbbive75Zi6PaOXFJ8nstLvi95E0eLTptrlNLX4fudlFJQumiqbC2NQ+U4IKfegbWhKgpBeXn0",
-	"xugCXYaVhUAiTH4sUb3DHOnFnkJFbRzHSHwS7k0dZ/lb//l/heO8N2HmyfLRsVUasrr3S+lcl2eLbnO7",
-	"1HbkdG+0dS/b/nAoAXyrfffxsxxveP/vpm/onKnw5gtyt3fFYITHP3GOREx+7Hc9kck0/ux+488e3XP8",
-	"k/uNf/j0XuOf3PO89wRh66P4vljXO73/cPOhq7R/Ly0aV7dFuelSu5WJyPOZNrNwi7hW2g64F5/IVNws",
-	"Psn0ZlF7mOOG6T/QNbcb2Pa2N9zfjx+uHbLo3Em/iU8c/epFRKf9ggAf3tUYQXl75N8D6MvH/8+B2yDz",
-	"Hd+wJTE+sMP4oolmQgOHSwN1u+ZWlIa89zaMhjTtd0NoHH5i4evb7W8shNmhW4e09t4/rTiy6kVvraYh",
-	"9fB+/agvqlXDFH3Mc/ghja36Q7XupVp/I4fQzSC46OcBB5wq1s20THBPva40gS1Fgh0Va3rSt8Q49cW3",
-	"LxLh9O4E/xHf/BHfDOKb52WJ/NOqNr7xhfpBdBODrG//O9js/SiQaSfq4cz5NsfBlxe/ZLrSvR05lpZx",
-	"ah9ujf0WFN1LygfOmvuUaucrDA8shAQ8bi83cstdqLTODwe8XfDA49aEiz9HmPzwszG5X2IaS8abb7/F",
-	"iTz9F1G8d0budmhY80avubbCr6tOxyVfd0m/aztcX8afDK8s/s4e5aAbPAK/Dg/+L0Y9/3KeqEF8I5im",
-	"eup72TGIcB2Rm4b+B15tHTV0h1t18DnN4hP/f3Obw3kX6uWDPGWsoSAs9Av3MeB8N4fz6Gx+9mf/E5ix",
-	"H3qHHY7/0rsUzqGhmf98v5w9/fD1+fncP/xp5KLzl8wb2u7WiNZ4Vv2RJtwH0D8qHGTa/PPYDeZx3X3y",
-	"vbwY6vZhDFb+6n287+VB6OXNvVC67oNS1BEP4rscDOTK5KFrsloscp2IPNPWrf6y/Msyuvlw8z8BAAD/",
-	"/w==",
+	"7Fv9jhs3kn+VQt8ClpLWx/gjiWXcH07sXAysN8bEi0Xg8QpUd0lipptsk+yZUYwB7iHuCe9JDlVkf6o1",
+	"IwV2bhfwP7amu0gWi1W/+mJ/jBKdF1qhcjZafIwKYUSODg3/9VI56XavXtBvqaJFVAi3jeJIiRyjRSTT",
+	"KI4MfiilwTRaOFNiHNlki7mgEbm4+SuqjdtGi4dPvomjXKrq77M4cruC5rDOSLWJbm/jsNpbfj64Hg+5",
+	"a8W/GFxHi+g/Zs2mZv6tnf1Np8hz39JaBm2hlUXe5hujVxnm9DPRyqFy9FMURSYT4aRWs8JTfP2b1Yre",
+	"HbdkNS+vmKJNjCxoumgRnf/4Azx9/ORbCDNDik7IzE5ZEmECmv8HoVKZCscyKYwu0Djp2ZYp/duTYxxd",
+	"4u5am3SZC5dsiaK78j+k2wLeFJmQCoRKQcCHEs1uAW6LIFLgcZjyn2EuC6P6l0FaKnH8Pqm4s8/o7x2I",
+	"NAWl3VaqDTjNNDbRBsfTqD7yldYZCkW8FsJ4vbtLjL/QBG+YkmWjDQtjrU0uXLSI1pkWrplelfkKDZE6",
+	"fYnKi8phfu86b4n8HNc81M8ljBG75u+jNaytpO8qvWVz8ey/r1fQq98wcbTEy3SDlfKjKnMaKfPCoLV0",
+	"cnGUZDK5jOJIpOnS6WUiDO26KE2yFZYWSLS6QhOopXJIZ4W0qtJu2Xkg1TIReSHkhmj1einSK9Isi4bm",
+	"NDrXDm1F6HCjzc4TroxQNMNaGrStjTQKyHYs0Z7jhxKt21dcDARHn4xHBpo7l+qVH3HWP6Se0OtFBmXt",
+	"J9zjTDjnkU+kqSSDEdmbDsHeZrvG9aNBNpr/vBJZiUDTyVXp0MJIpHYBIrMa1jJzaMQqw/EUnisQ6QML",
+	"mShVsgUnc4zheiuTLeTiEi1IB2uDdgtrbdieUG3EBnNUDgojtYlBklWKFNZG52CdMG5J88CIUObRo0dP",
+	"Y/j1119/nbx+PXnxArSBUskbyGWWSYuJVqkd01ODGQqLS7JnGDGrL15MXms1odFtC24E6THoJKSPI4c3",
+	"blCYp1lZHF1h4rTpqNERqHCX1jSmOqg2V8E3dLUm9Up+F9cBVry4ujrzKsW80A5VsiPVITH35bknKGuS",
+	"I1f08Npd8e/944/p+IWCSl/Ar0SsaIU/r6PFu5ZkpXLfPG4kS7iyYdG2aEiHJqSE0R7374886BoPb+Po",
+	"GuVm6/xO1qLMHCvW3lnnUsmckHO+d+69cyYBxnxwcXXmzh4+8zuw7KoKnY5DMtag04DMrzDE24+MJPsH",
+	"/L33sAFpQF+hIc/ewNEUXt6IxGU70ApBrzkQmJEWzMh9w4xppxfqeT1kAY2LiKFyHvTLe4cY2DPEBECu",
+	"rFRqR+CFkIkVZqzdF8r7lzboqvRo+YUdD3hoYngQVPDD4GOpOosewKJmft7Cvqif9zb4DBxaZxtZw4Uf",
+	"urgo5/NHySXu+AdeRNNowLKVdsfLoId9f0RwtwNq9ROKzG33dd2f7IC0+sbl6YY09pXaoHXnaNmG94C0",
+	"9CE3DoCWt0NIjS4KTGGFiSgtkkeUBmQK18KCyMgP7sA6bTCdDmFUJ/jorRDe3D28tvdB9u4aar0mdsf9",
+	"VW/AErioBMGDFdkjOfoVBeI01b3Ieyj0qdmN26IdPhcfHNrzkBgdiNp2R7qdXKeYLatodNC+PlVwPrR5",
+	"ilW7LNQLDu3+NZH+Umt3L81SKd4srfwdW/toHWuOlA8dEzXuxSANB6y3LdJWjuSMkArTpXCd+OYODxvG",
+	"0O8BvFqJ5HJjdKlSqMjAlIqiSKkoH91QyjGcrx0+0N4p+P0MybqO31ppTunTDkF5RSst6eckaZk4pqjz",
+	"kSoZKeQNZoPJSCu372ENJ9wHXIN1QiU4/NL52XpBHClJZbh6vUaVklyJmKQqvDFTZI+KaAySvLXCA1DR",
+	"R9rWOyddhneGz3WMFImVLt1ilQl1GcX3HJmfN74Lvcn+DpQhTk0BPk0+PcykMxKv8GDIlugmhVq2I8tO",
+	"mYSfVyea6Ekr7XJo+FQ5G6M4CgxOjFCXCwqiRepLHhYGFoKvwJb5UsLDf44mcrYdw1eQaDsSaQxiKceQ",
+	"a8MJIGmIWM7p6VkM0+kUhGFvB2QsDyyk0jqpEgcitSEnTOFaui2MuFBA8VeKWKB5BlzVunFL7w1gLY11",
+	"MU3m9+CdFvi34xhybWlLCe010ArnnzI5mitmYTKpdjjZSppkF+SVx7Al/T5ILbL1JJNrjDnwrAUwrgY1",
+	"jpB2a+F6q7t7XGm35V9StSe+lirV14ELaeoxJCO9BhTJFjSZn4+JaakNao/gkFPIXFFxUs7DyY49F6NE",
+	"l8phSLTxCs2uI7s4ZOpaUd6ukqxMMR1P4e0WvfRqNfIccYr9mw6a1NTSpjAHVxrlZcHaptfrKbzwdr04",
+	"KNegY6NH407YUKdH4sanR2fz+fzObCmOuiqzbx/nXj2CRgUzGRXaWrnKdiCUVrtcl3bMsnsG1iSQix2s",
+	"EHQuHUlRG8APpchqrSamT8yixE2VRfGW+kE73vAhLC2i6iCjrxzvO7hQGO3QrkVmca+Ai3RCMRRompNj",
+	"mwIuapJIJAWEBAWs5fSKK63gIxGQrqq1xl6pvc5ytnDA/67rhO+4WP+ymzLzqR9QgrMhP8QFpiMxUqT2",
+	"wV5x6hiYTLUblZxVinQMX0N7UfgKMjU6g69BjStYVBVKsI0yTiW7oPtkig0LHgltA4Ueb5qqKuVpfWvi",
+	"5SdtGj/1+Flg25fqAhKF/bXGMwZUSDRq8sBWYa5XbBsDAwszQ08dCAt5SShUbRRIbpjW09OfUConM1Kj",
+	"rWgWDhbZkoJ/MoUfKSMHhddsbMTaIKYrvJ4QQT0T/xdXSFdkpe05lDGoagd81n6cx8xcpAjXW5khr8yj",
+	"W2vYrZHqksue1iOqVviAEZC2aGG183PmK0wppCLUpLDpIBj646uQ8Ox+JLwHCNlk93X/58IH+q0WyXa3",
+	"MjIF4+MPkY0HE3yOdY9Looh02e5IDaYXg/D0j62oOjRZhgYulb6uYZqPX5A5coQUis5rVg9+V4lUJsi6",
+	"pehkgEAURtpwzciSZjFq9XRh4Qsi9Ahs0OFCbJpekrfBVmm8otqgjiFFXpV42SCsyuQSHYy4nG45BLrE",
+	"gu3DS9SOp/Dc8zdh/ph/aYPCVL5aOhjRqvxHj+FnICrdDqGVvuY8aE1K67gIXxDKpJSjT/fLV/f1DO6t",
+	"5ubipj3im8cDUW1VM29N9nj+9JuhoL439vbOGPlQtt9EI0en6E2rcqB8xuC0rJS/q6xvK528Fq2DU/o6",
+	"9gfm/WJSGkNKp8i0V7o0W63TED+yiSwY3WpN0KaFdYnOUo/A47hSgBrZGsVnhQ74ZaVKfMTNlQRmLuTi",
+	"w875/pqHwuv7RFB5AsvMf0KM9kAZPLDvF3GkHWbyXncw7OhlX/26SktThtKxVvd2cNcU3jIyiSaOehDi",
+	"pqoT5v29NJQ7wei61cEe79tjO+vaX3IoJ/Pep44ousleFZlV4BDyIpHaQc+y5z9Yrvt8dIKcHgN7QdSI",
+	"IsnuSQW4rjR8fBwzVuYyEybU8bocvdC0HBdZ2o7iga2jV89c7YmPWbJfGW7WryQTdw9sUIX8qFduqI5z",
+	"4BbEKdcEPn9vP+zgExVXazQ+Cpbb0hsA5vtQ69jyqudlaPNcun2l1nrAy2xllhr8o62YPcoMrzpv2qmM",
+	"MAEQ9nVF5EWGy5xU2xwv2ANXRQ5Xijnvu1/EnqzaTJjwoGAHa3JHSKiHxDQV8MsFzKsEK9HCWIoQC6Od",
+	"prk8SagdraVCjgbtM/+cIr3grHojfOxm0MqUMv5Ep2iHS5+1kLoMXnjOpzTyIhoKrJss9URQ6sp7UNDk",
+	"9p8nCRYO04FbI603A2EBWis2eP+519O8H4rhLCYlAecvpH1+3RUKg+Z56Xt1rJa8Nj9utr11rvB30GQw",
+	"wq5o67htIlrZi3cwaYg67BR86w6q5hJ7hSru4LiIzv1CbSUaYZKtTEQG1Z2jEEKFZLnpQPhcIKzJJQRe",
+	"lrIVFV+oUE4zTTkpZJUcFgr4Xmwmej15jUL5C2ekxNyvmV6ol8Zo4/Xu0G07GB265Df2jepQa49+enUO",
+	"//vf/wM/tTdX9czgvJJZ1OqQRGfT+XTOXdoClShktIgeTefTR+T5hNvyCc623Gr9nX5vkJWXFIv5eZXS",
+	"wuF978biw/n8jtuKp91SDN3egUuKzzN5xfclb+No1mpzDXL6Ory/l1MKSmd1la3hsW8ce+xUK7A1lHku",
+	"KC+P3hido9tiaSGwCKOfC1RvMUN6sKNQURvHMRLvhHtTh0V+7l//v0ic1yadeTJ/dGiWmq32/VLa19XZ",
+	"rN3cLrQd2N0bbd3Lpj8cSgDfa999/CTb69//u+0CnTMl3n5G6XauGAzI+BfOkUjIj/2qRwqZ6M9OpP/u",
+	"NPqzRyfSPzmN/uHTk+ifnCif05SW6L89RckbH8j30dre79372/dtUPh7YdG4qu3KTZ3KbY1Elk20mYRb",
+	"yhUotIxn9pGg6Hb2Uaa3s8qDHQa+/0JX355gbG9u0L8b3lxDMmvdeb+Nj6R+9SKi3X5GA+rfBRmwombL",
+	"f4ohPf43VvSOu3rLN3jpGB/YfvxSR0uhQcSlh6oddKeWhrz6Lh0NaeCfpqFx+ITD18+bbziE2aBbhrT5",
+	"5E83Dsx62Zmrbng9PK3f9Vmtql8CGPJMnqTGqi+mdZJp/Y0cQjtD4aKiVzjgVLRq1m0F9+yrShbYQiTY",
+	"MrG6531HDFVdrPssEVTnzvGX+OlL/PQnx0/PiwL507AmfvKNhl70FIOsvl5wsNp5KpBpK6rizP8ux8SX",
+	"Lz9nutW+3TmUVnJpItx6+yNaepJW7AUD3GdVG18heWAhFBDi5nImXxkQKq3y255sZ0x4GK24eHVAyA8/",
+	"mZC7JbKhYkL97o8AwdN/cyd1rOG9NXKzQcOWN3hNtzn8qmp2+OSrLu8PTYfu8/ir/pXLP9lj7XWzB9Sv",
+	"JYN/xajqi6c7FjPrg6yrxb53H4MI1y+5Seo/aGvqxqEb3piPz7FmH/n/27sc1NvQH+jlTUMNFGGh26iI",
+	"AaebKVxEZ9Ozb/0nP0MftocVDn/ZXgjn0NDIf76bT56+//riYup//GXgYvfnzGOabt6AlXlRfUlbTlHo",
+	"nxX2Mn/+HHiFWVx123zvMoaqXRqDlb/7mMD3LiH0Lqf+UNruhlLmAY/juzqsyKXJQpdoMZtlOhHZVlu3",
+	"+G7+3Ty6fX/7fwEAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/hir-ads/hir/graph"
 )
@@ -174,4 +175,29 @@ func Import(ctx context.Context, format, src string, sink Sink) (Summary, error)
 	s := c.summary()
 	s.Ratings = extra.Ratings
 	return s, nil
+}
+
+// ErrFutureTimestamp is returned (wrapped in a *LineError by the importers)
+// for an event dated after the limit of a [NotAfter] sink.
+var ErrFutureTimestamp = errors.New("event timestamp in the future")
+
+// NotAfter returns a Sink that forwards to next and refuses every event
+// dated after maxTS (unix milliseconds) with [ErrFutureTimestamp]; the
+// importers report it with the file and line. Events of any earlier date
+// pass.
+func NotAfter(next Sink, maxTS int64) Sink { return notAfter{next: next, maxTS: maxTS} }
+
+type notAfter struct {
+	next  Sink
+	maxTS int64
+}
+
+func (s notAfter) Entity(e *graph.Entity) error { return s.next.Entity(e) }
+
+func (s notAfter) Event(ev *graph.Event) error {
+	if ev.TS > s.maxTS {
+		return fmt.Errorf("%w: ts %s is after %s", ErrFutureTimestamp,
+			time.UnixMilli(ev.TS).UTC().Format(time.RFC3339), time.UnixMilli(s.maxTS).UTC().Format(time.RFC3339))
+	}
+	return s.next.Event(ev)
 }

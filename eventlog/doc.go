@@ -35,8 +35,12 @@
 // [AppendResult.Duplicates]. The set of seen ids lives in memory (16 bytes per
 // id) and is rebuilt by replay. Entities are upserts and are never dropped.
 //
-// Recovery: [Open] replays every segment in order. A torn or corrupt tail in
-// the last segment (short record, bad checksum, undecodable payload) is cut
-// off, logged with slog.Warn and reported in [OpenReport]; damage anywhere
-// else is [ErrCorrupt] and Open fails, naming the file and offset.
+// Recovery: [Open] replays every segment in order. A torn tail — damage at
+// the end of the last segment (short record, bad checksum, undecodable
+// payload) that no valid batch follows — is cut off, logged with slog.Warn
+// and reported in [OpenReport]. Damage anywhere else, including damage in
+// the last segment followed by a valid batch, is a [*CorruptError]
+// ([ErrCorrupt]) naming the file and offset: Open fails and changes
+// nothing. [Check] lists the damage and [Repair] rewrites the damaged
+// segments keeping every valid batch.
 package eventlog

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 )
 
 // Errors returned by the log.
@@ -17,7 +18,9 @@ var (
 	// ErrClosed is returned by Append after Close, and by a second Close.
 	ErrClosed = errors.New("event log closed")
 	// ErrCorrupt reports damage that is not a torn tail: a bad record in a
-	// segment other than the last, a bad header, or out-of-order batches.
+	// segment other than the last, a bad record followed by valid ones in
+	// the last, a bad header, or out-of-order batches. Open returns it as a
+	// [*CorruptError] naming the file and offset; [Repair] fixes it.
 	ErrCorrupt = errors.New("event log corrupt")
 	// ErrUnsupportedVersion reports a segment written in an unknown format version.
 	ErrUnsupportedVersion = errors.New("unsupported event log format version")
@@ -29,9 +32,12 @@ var (
 	// ErrBatchTooLarge is returned by Append when a batch encodes to more than
 	// MaxBatchBytes.
 	ErrBatchTooLarge = errors.New("batch too large")
-	// ErrFailed is returned (wrapped, with the cause) by Append once a write or
-	// fsync has failed: the log stops accepting writes, because after a failed
-	// fsync the state of the file is unknown. Reopen the log to recover.
+	// ErrFailed is returned (wrapped, with the cause, e.g. syscall.ENOSPC) by
+	// Append when a write or fsync has failed. Nothing of the failed group of
+	// batches is stored: the log cuts its last segment back to the last
+	// committed size and refuses writes until a probe write succeeds again
+	// (retried every RetryInterval, and before each commit), then recovers
+	// by itself. [Log.Err] reports the state.
 	ErrFailed = errors.New("event log failed")
 )
 
@@ -59,6 +65,9 @@ type Options struct {
 	// Logger receives warnings (torn tails) and errors (failed writes);
 	// default: discard.
 	Logger *slog.Logger
+	// RetryInterval is how often a failed log probes whether it can write
+	// again (default 1s).
+	RetryInterval time.Duration
 }
 
 // OpenReport describes what Open found on disk.
@@ -130,12 +139,17 @@ type Log struct {
 	seq     uint64
 	seen    idSet
 	wbuf    []byte
-	failErr error
+	failErr error // set while writes fail; see recoverFailed
+	// goodNum and goodSize are the last segment and its size as of the last
+	// successful commit: where a failed group is cut back to.
+	goodNum  uint64
+	goodSize int64
 
-	// mu guards the fields below, which readers (Stats, Replay) snapshot.
-	mu    sync.Mutex
-	stats Stats       // mu must be held
-	segs  []segmentAt // mu must be held: every segment and its committed size
+	// mu guards the fields below, which readers (Stats, Replay, Err) snapshot.
+	mu     sync.Mutex
+	stats  Stats       // mu must be held
+	failed error       // mu must be held: a copy of failErr for Err
+	segs   []segmentAt // mu must be held: every segment and its committed size
 }
 
 type segmentAt struct {
@@ -164,8 +178,12 @@ type result struct {
 // to replay are freshly decoded and may be retained. An error from replay
 // stops Open and is returned.
 //
-// A torn or corrupt tail of the last segment is truncated, logged and
-// described in the report. Damage elsewhere fails Open with ErrCorrupt.
+// A torn tail — damage at the end of the last segment that no valid batch
+// follows, left by an interrupted write — is truncated, logged and
+// described in the report. Any other damage, including damage in the last
+// segment followed by a valid batch, fails Open with a [*CorruptError]
+// (errors.Is ErrCorrupt) naming the file and offset, and changes nothing:
+// see [Check] and [Repair].
 // The directory is locked until Close; a second Open fails with ErrLocked.
 func Open(ctx context.Context, opts Options, replay func(Batch) error) (*Log, OpenReport, error) {
 	var rep OpenReport
@@ -177,6 +195,9 @@ func Open(ctx context.Context, opts Options, replay func(Batch) error) (*Log, Op
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.RetryInterval <= 0 {
+		opts.RetryInterval = time.Second
 	}
 	l := &Log{
 		opts:   opts,
@@ -201,6 +222,7 @@ func Open(ctx context.Context, opts Options, replay func(Batch) error) (*Log, Op
 		l.lock.Close()
 		return nil, rep, fmt.Errorf("open event log %s: %w", l.dir, err)
 	}
+	l.goodNum, l.goodSize = l.segNum, l.segSize
 	go l.writer()
 	return l, rep, nil
 }
@@ -242,7 +264,14 @@ func (l *Log) recover(ctx context.Context, rep *OpenReport, replay func(Batch) e
 		rep.Segments++
 		last := i == len(nums)-1
 		if dmg != nil && !last {
-			return fmt.Errorf("%w: %s at offset %d: %s", ErrCorrupt, path, dmg.off, dmg.reason)
+			return &CorruptError{File: path, Offset: dmg.off, Reason: dmg.reason}
+		}
+		if dmg != nil {
+			// Only an incomplete last write may be cut: damage followed by
+			// a valid batch is corruption, and cutting would drop that batch.
+			if err := checkTornTail(path, dmg, l.seq); err != nil {
+				return err
+			}
 		}
 		l.segs = append(l.segs, segmentAt{num: num, size: end})
 		if dmg != nil {
@@ -261,6 +290,21 @@ func (l *Log) recover(ctx context.Context, rep *OpenReport, replay func(Batch) e
 	}
 	l.f, l.segNum, l.segSize = f, last.num, last.size
 	l.updateStats()
+	return nil
+}
+
+// checkTornTail returns a *CorruptError when a valid batch following
+// lastSeq lies after the damage dmg of the segment at path.
+func checkTornTail(path string, dmg *damage, lastSeq uint64) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("read damaged segment: %w", err)
+	}
+	if next := nextValidRecord(data, dmg.off+1, lastSeq); next >= 0 {
+		_, b, _ := validRecordAt(data, next, lastSeq)
+		return &CorruptError{File: path, Offset: dmg.off, Reason: fmt.Sprintf(
+			"%s, followed by valid batches (the first, seq %d, at offset %d): not a torn tail", dmg.reason, b.Seq, next)}
+	}
 	return nil
 }
 
@@ -345,9 +389,12 @@ func (l *Log) updateStats() {
 // Entities and events are validated first; an invalid batch is rejected whole
 // with ErrInvalidBatch. b is not retained; b.Seq is ignored.
 //
-// If ctx is done before the batch reaches the writer, nothing is stored. If
-// it is done while waiting for the commit, Append returns ctx's error but the
-// batch may still be stored; retrying is safe for events with ids.
+// If ctx is done before the batch reaches the writer, nothing is stored and
+// ctx's error is returned. Once the batch is queued, Append waits for the
+// writer's outcome whatever happens to ctx (a commit is bounded by one
+// write and one fsync): a nil error means stored, an error means not
+// stored, so a caller that applies what Append stored never misses a
+// batch that a cancelled request left in the log.
 func (l *Log) Append(ctx context.Context, b Batch) (AppendResult, error) {
 	if err := ctx.Err(); err != nil {
 		return AppendResult{}, err
@@ -373,12 +420,8 @@ func (l *Log) Append(ctx context.Context, b Batch) (AppendResult, error) {
 		return AppendResult{}, ctx.Err()
 	}
 
-	select {
-	case r := <-req.done:
-		return r.res, r.err
-	case <-ctx.Done():
-		return AppendResult{}, fmt.Errorf("wait for commit (the batch may still be stored): %w", ctx.Err())
-	}
+	r := <-req.done
+	return r.res, r.err
 }
 
 // encodeRequest validates and encodes b in the caller's goroutine, so that
@@ -438,6 +481,14 @@ func (l *Log) Close() error {
 	return err
 }
 
+// Err returns nil while the log accepts writes, and the error (wrapping
+// ErrFailed and its cause) while writes fail. Safe for concurrent use.
+func (l *Log) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.failed
+}
+
 // Stats returns the log's counters.
 func (l *Log) Stats() Stats {
 	l.mu.Lock()
@@ -469,7 +520,7 @@ func (l *Log) Replay(ctx context.Context, fn func(Batch) error) error {
 			return fmt.Errorf("replay %s: %w", path, err)
 		}
 		if dmg != nil {
-			return fmt.Errorf("replay: %w: %s at offset %d: %s", ErrCorrupt, path, dmg.off, dmg.reason)
+			return fmt.Errorf("replay: %w", &CorruptError{File: path, Offset: dmg.off, Reason: dmg.reason})
 		}
 	}
 	return nil
@@ -480,7 +531,18 @@ func (l *Log) writer() {
 	defer close(l.done)
 	group := make([]*request, 0, 64)
 	for {
-		req, ok := <-l.queue
+		var retry <-chan time.Time
+		if l.failErr != nil {
+			retry = time.After(l.opts.RetryInterval)
+		}
+		var req *request
+		var ok bool
+		select {
+		case req, ok = <-l.queue:
+		case <-retry:
+			l.recoverFailed()
+			continue
+		}
 		if !ok {
 			break
 		}
@@ -512,6 +574,12 @@ func (l *Log) writer() {
 
 // shutdown fsyncs and closes the last segment.
 func (l *Log) shutdown() error {
+	if l.failErr != nil {
+		l.recoverFailed()
+	}
+	if l.f == nil {
+		return l.failErr
+	}
 	var err error
 	if l.failErr == nil {
 		if err = l.f.Sync(); err != nil {
@@ -524,9 +592,105 @@ func (l *Log) shutdown() error {
 	return err
 }
 
+// probeBytes is the size of the write with which a failed log checks that
+// it can write again.
+const probeBytes = 64 << 10
+
+// recoverFailed tries to leave the failed state: it cuts the log back to
+// the state of the last successful commit (removing segments created
+// since, truncating the last one to its committed size), checks with a
+// probe write and fsync that the disk takes data again, cuts the probe off
+// and clears failErr. On failure failErr is updated and the log stays
+// failed. Called by the writer only.
+func (l *Log) recoverFailed() {
+	err := l.cutBack()
+	if err == nil {
+		err = l.probe()
+	}
+	if err != nil {
+		l.setFailed(fmt.Errorf("%w: %w", ErrFailed, err))
+		return
+	}
+	l.logger.Info("event log: writes work again", "segment", segmentName(l.segNum), "size", l.segSize)
+	l.setFailed(nil)
+}
+
+// cutBack restores the files to the last successful commit and reopens
+// the last segment for appending.
+func (l *Log) cutBack() error {
+	if l.f != nil {
+		l.f.Close()
+		l.f = nil
+	}
+	l.mu.Lock()
+	for len(l.segs) > 1 && l.segs[len(l.segs)-1].num > l.goodNum {
+		l.segs = l.segs[:len(l.segs)-1]
+	}
+	l.mu.Unlock()
+	nums, err := listSegments(l.dir)
+	if err != nil {
+		return err
+	}
+	for _, n := range nums {
+		if n > l.goodNum {
+			if err := os.Remove(filepath.Join(l.dir, segmentName(n))); err != nil {
+				return fmt.Errorf("remove segment of a failed commit: %w", err)
+			}
+		}
+	}
+	f, err := os.OpenFile(filepath.Join(l.dir, segmentName(l.goodNum)), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return fmt.Errorf("reopen segment: %w", err)
+	}
+	if err := f.Truncate(l.goodSize); err != nil {
+		f.Close()
+		return fmt.Errorf("cut back segment: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("sync segment: %w", err)
+	}
+	l.f, l.segNum, l.segSize = f, l.goodNum, l.goodSize
+	l.mu.Lock()
+	l.segs[len(l.segs)-1].size = l.goodSize
+	l.mu.Unlock()
+	l.updateStats()
+	return nil
+}
+
+// probe writes and fsyncs probeBytes of zeros after the last segment's
+// end, then cuts them off again.
+func (l *Log) probe() error {
+	_, werr := l.f.Write(make([]byte, probeBytes))
+	if werr == nil {
+		werr = l.f.Sync()
+	}
+	if err := l.f.Truncate(l.segSize); err != nil {
+		return fmt.Errorf("cut probe: %w", err)
+	}
+	if err := l.f.Sync(); err != nil {
+		return fmt.Errorf("sync after probe: %w", err)
+	}
+	if werr != nil {
+		return fmt.Errorf("probe write: %w", werr)
+	}
+	return nil
+}
+
+// setFailed sets failErr and its copy for Err.
+func (l *Log) setFailed(err error) {
+	l.failErr = err
+	l.mu.Lock()
+	l.failed = err
+	l.mu.Unlock()
+}
+
 // commit deduplicates, frames and writes a group of batches with one fsync,
 // then acknowledges each of them.
 func (l *Log) commit(group []*request) {
+	if l.failErr != nil {
+		l.recoverFailed()
+	}
 	if l.failErr != nil {
 		for _, req := range group {
 			req.done <- result{err: l.failErr}
@@ -567,14 +731,16 @@ func (l *Log) commit(group []*request) {
 		for _, k := range added {
 			l.seen.remove(k)
 		}
-		l.failErr = fmt.Errorf("%w: %w", ErrFailed, err)
-		l.logger.Error("event log: commit failed; refusing further writes", "err", err)
+		l.setFailed(fmt.Errorf("%w: %w", ErrFailed, err))
+		l.logger.Error("event log: commit failed; refusing writes until a probe write succeeds", "err", err)
 		for _, req := range group {
 			req.done <- result{err: l.failErr}
 		}
+		l.recoverFailed() // cut the partial group off now; a success needs a probe too
 		return
 	}
 	l.seq = seq
+	l.goodNum, l.goodSize = l.segNum, l.segSize
 	l.mu.Lock()
 	l.segs[len(l.segs)-1].size = l.segSize
 	l.stats.Batches += st.Batches

@@ -121,7 +121,7 @@ func scanSegment(path string, limit int64, lastSeq *uint64, fn func(Batch) error
 	case bytes.Equal(hdr, make([]byte, headerSize)):
 		return 0, &damage{0, "zeroed segment header"}, nil
 	case string(hdr[:len(magic)]) != magic:
-		return 0, nil, fmt.Errorf("%w: %s: bad magic %q", ErrCorrupt, name, hdr[:len(magic)])
+		return 0, nil, errCorruptf(path, 0, "bad magic %q", hdr[:len(magic)])
 	case binary.LittleEndian.Uint32(hdr[8:]) != formatVersion:
 		return 0, nil, fmt.Errorf("%w: %s: version %d, want %d", ErrUnsupportedVersion, name,
 			binary.LittleEndian.Uint32(hdr[8:]), formatVersion)
@@ -160,8 +160,7 @@ func scanSegment(path string, limit int64, lastSeq *uint64, fn func(Batch) error
 			return off, &damage{off, fmt.Sprintf("undecodable payload: %v", err)}, nil
 		}
 		if b.Seq <= *lastSeq {
-			return off, nil, fmt.Errorf("%w: %s at offset %d: batch seq %d does not follow %d",
-				ErrCorrupt, name, off, b.Seq, *lastSeq)
+			return off, nil, errCorruptf(path, off, "batch seq %d does not follow %d", b.Seq, *lastSeq)
 		}
 		*lastSeq = b.Seq
 		if err := fn(b); err != nil {

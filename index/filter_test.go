@@ -1,6 +1,7 @@
 package index
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -235,6 +236,24 @@ func FuzzFilterMatchesNaive(f *testing.F) {
 			if got, want := parsed.Matches(a), naiveMatch(flt, attrs); got != want {
 				t.Fatalf("Matches(%s, doc %d) = %v, want %v", js, id, got, want)
 			}
+		}
+	})
+}
+
+// FuzzParseFilter parses arbitrary bytes as a filter expression: a filter
+// or an error wrapping ErrBadFilter, never a panic.
+func FuzzParseFilter(f *testing.F) {
+	for _, s := range []string{`{"attr":"brand","eq":"b1"}`, `{"and":[{"attr":"a","in":["x","y"]},{"not":{"attr":"b","eq":"z"}}]}`,
+		`{"or":[]}`, `null`, `{"attr":"a"}`, `[[[[`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		flt, err := ParseFilter(data)
+		if err != nil && !errors.Is(err, ErrBadFilter) {
+			t.Fatalf("ParseFilter(%q) error = %v, want ErrBadFilter", data, err)
+		}
+		if err == nil && flt == nil && string(bytes.TrimSpace(data)) != "null" {
+			t.Logf("ParseFilter(%q) = nil filter", data)
 		}
 	})
 }

@@ -183,3 +183,28 @@ func FuzzSnapshotRoundTrip(f *testing.F) {
 		}
 	})
 }
+
+// FuzzReadSnapshot loads arbitrary bytes as an index snapshot: the result
+// is a snapshot or ErrCorrupt, never a panic or an unbounded allocation.
+func FuzzReadSnapshot(f *testing.F) {
+	ix, err := New(Options{Quantizer: tinyQuantizer(f)})
+	if err != nil {
+		f.Fatal(err)
+	}
+	if err := ix.Upsert(context.Background(), Doc{ID: 3, Embedding: []float32{0.5, 1},
+		Attrs: map[string][]string{AttrCategory: {"shoes"}}}); err != nil {
+		f.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if _, err := ix.Snapshot().WriteTo(&buf); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(buf.Bytes())
+	f.Add(buf.Bytes()[:len(buf.Bytes())/2])
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if _, err := ReadSnapshot(bytes.NewReader(data)); err != nil && !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("ReadSnapshot error = %v, want nil or ErrCorrupt", err)
+		}
+	})
+}

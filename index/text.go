@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/blevesearch/bleve/v2"
@@ -85,14 +86,20 @@ func (t *TextIndex) Delete(ctx context.Context, ids ...uint32) error {
 // Search returns the ids of up to limit docs matching the keyword query
 // (bleve query-string syntax: words, "phrases", +must, -not, field:value).
 func (t *TextIndex) Search(ctx context.Context, q string, limit int) (*roaring.Bitmap, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("search text: %w", err)
+	}
 	qs := query.NewQueryStringQuery(q)
 	if _, err := qs.Parse(); err != nil {
-		return nil, fmt.Errorf("search text %q: %w: %v", q, ErrBadTextQuery, err)
+		return nil, fmt.Errorf("search text: %w: %s", ErrBadTextQuery, clipText(err.Error()))
 	}
 	req := bleve.NewSearchRequestOptions(qs, limit, 0, false)
 	res, err := t.idx.SearchInContext(ctx, req)
+	if err == nil {
+		err = ctx.Err() // bleve may return partial results at the deadline
+	}
 	if err != nil {
-		return nil, fmt.Errorf("search text %q: %w", q, err)
+		return nil, fmt.Errorf("search text: %w", err)
 	}
 	out := roaring.New()
 	for _, h := range res.Hits {
@@ -103,6 +110,20 @@ func (t *TextIndex) Search(ctx context.Context, q string, limit int) (*roaring.B
 		out.Add(uint32(id))
 	}
 	return out, nil
+}
+
+// clipText returns s cut to 64 bytes (on a rune boundary) with a note of
+// its length, so that errors never repeat a long query whole.
+func clipText(s string) string {
+	const n = 64
+	if len(s) <= n {
+		return s
+	}
+	i := n
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return fmt.Sprintf("%s…(%d bytes)", s[:i], len(s))
 }
 
 // Close closes the index.

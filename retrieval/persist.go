@@ -48,6 +48,10 @@ var (
 	ErrStaleFiles = errors.New("persisted snapshot files do not match the model or graph")
 )
 
+// errGraphBehind is returned (wrapped, with ErrStaleFiles) when the files
+// name more nodes than the graph holds.
+var errGraphBehind = errors.New("graph holds fewer nodes than the files")
+
 var (
 	embMagic   = [8]byte{'H', 'I', 'R', 'E', 'M', 'B', '\r', '\n'}
 	castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -348,7 +352,12 @@ func Load(ctx context.Context, m *model.Model, store *graph.Store, dir string, a
 			ErrStaleFiles, f.Version, f.Dim, m.Version(), dim)
 	}
 	for t, mat := range f.Matrices {
-		if fp, ok := RefsFingerprint(store, t, mat.Idx); !ok || fp != f.Fingerprints[t] {
+		fp, ok := RefsFingerprint(store, t, mat.Idx)
+		if !ok {
+			return nil, st, fmt.Errorf("load snapshot: %w: %w: %s rows beyond the graph's %d nodes",
+				ErrStaleFiles, errGraphBehind, t, store.NumNodes(t))
+		}
+		if fp != f.Fingerprints[t] {
 			return nil, st, fmt.Errorf("load snapshot: %w: %s rows name other entities than the graph's", ErrStaleFiles, t)
 		}
 		st.Loaded += mat.Len()
@@ -547,6 +556,8 @@ func oldLen(m *Matrix) int {
 // warning names why, unless the files are simply absent). When
 // opts.PersistDir is set, a built snapshot, or a loaded one that had to be
 // caught up, is persisted there; a failure to persist is only logged.
+// Files that name more nodes than the graph holds (a graph replayed from a
+// shortened log) are never overwritten.
 func Open(ctx context.Context, m *model.Model, store *graph.Store, dir string, asOf int64, opts BuildOptions) (*Served, error) {
 	opts.applyDefaults()
 	s, st, err := Load(ctx, m, store, dir, asOf, opts)
@@ -560,6 +571,12 @@ func Open(ctx context.Context, m *model.Model, store *graph.Store, dir string, a
 		return nil, err
 	case errors.Is(err, fs.ErrNotExist):
 		opts.Logger.Info("no persisted snapshot files: embedding every entity", "version", m.Version(), "dir", dir)
+	case errors.Is(err, errGraphBehind):
+		// The files may be good and the graph short (a damaged or repaired
+		// log): never replace them with a snapshot of less.
+		opts.Logger.Warn("persisted snapshot files name more nodes than the graph holds: embedding every entity, leaving the files as they are",
+			"version", m.Version(), "dir", dir, "err", err)
+		opts.PersistDir = ""
 	default:
 		opts.Logger.Warn("persisted snapshot files unusable: embedding every entity", "version", m.Version(), "dir", dir, "err", err)
 	}

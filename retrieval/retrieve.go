@@ -3,6 +3,7 @@ package retrieval
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -249,7 +250,7 @@ func (e *Engine) Retrieve(ctx context.Context, req Request) (*Response, error) {
 		}
 		hits, err := e.text.Search(ctx, req.Query, keywordHitLimit)
 		if err != nil {
-			return nil, fmt.Errorf("%w: query: %w", ErrBadRequest, err)
+			return nil, KeywordError(err)
 		}
 		keyword = hits
 	}
@@ -306,6 +307,16 @@ func (e *Engine) Retrieve(ctx context.Context, req Request) (*Response, error) {
 			Score: h.Score, Parts: h.Parts, Tokens: h.Tokens, KeywordMatch: keyword != nil})
 	}
 	return out, nil
+}
+
+// KeywordError maps an error of the keyword search: the end of the
+// request's context stays itself (a deadline, a client gone), anything else
+// is a bad query.
+func KeywordError(err error) error {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return fmt.Errorf("keyword search: %w", err)
+	}
+	return fmt.Errorf("%w: query: %w", ErrBadRequest, err)
 }
 
 // userVector returns the query vector of a request's user and whether it

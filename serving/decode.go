@@ -6,11 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"mime"
+	"net"
 	"net/http"
 	"slices"
 	"sort"
 	"strings"
+	"syscall"
+	"time"
+	"unicode/utf8"
 
 	"github.com/hir-ads/hir/graph"
 )
@@ -29,25 +34,38 @@ func readJSONBody(r *http.Request) ([]byte, error) {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
+		var ne net.Error
+		switch {
+		case errors.As(err, &mbe):
 			return nil, err
+		case errors.As(err, &ne) && ne.Timeout():
+			return nil, &statusError{sentinel: ErrBodyTimeout,
+				msg: "the request body was not received within the server's time limit"}
+		case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET), r.Context().Err() != nil:
+			return nil, fmt.Errorf("read request body: %w: %w", errClientClosed, err)
 		}
 		return nil, fmt.Errorf("read request body: %w", err)
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil, badRequestf("request body is empty")
 	}
+	if !utf8.Valid(body) {
+		return nil, badRequestf("request body is not valid UTF-8")
+	}
 	return body, nil
 }
 
-// decodeStrict decodes body into v, refusing unknown fields and trailing
-// data.
+// decodeStrict decodes body into v, refusing duplicate keys in any object,
+// unknown fields and trailing data.
 func decodeStrict(body []byte, v any) error {
+	if err := checkDuplicateKeys(body); err != nil {
+		return err
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		if msg, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-			return badRequestf("unknown field %s", msg)
+			return badRequestf("unknown field %s", clip(msg))
 		}
 		if err == io.EOF {
 			return badRequestf("request body is empty")
@@ -93,7 +111,7 @@ func objectFields(raw json.RawMessage, allowed []string) (map[string]json.RawMes
 	}
 	if len(unknown) > 0 {
 		sort.Strings(unknown)
-		return nil, badRequestf("unknown field %q (allowed: %s)", unknown[0], strings.Join(allowed, ", "))
+		return nil, badRequestf("unknown field %q (allowed: %s)", clip(unknown[0]), strings.Join(allowed, ", "))
 	}
 	return m, nil
 }
@@ -119,6 +137,9 @@ func decodeEntity(raw json.RawMessage) (graph.Entity, error) {
 	}
 	var e graph.Entity
 	if err := json.Unmarshal(raw, &e); err != nil {
+		return graph.Entity{}, err
+	}
+	if err := checkEntityLimits(&e); err != nil {
 		return graph.Entity{}, err
 	}
 	return e, nil
@@ -154,6 +175,9 @@ func decodeEvent(raw json.RawMessage, defaultSrc *graph.Ref) (graph.Event, error
 		if err := json.Unmarshal(v, &ref); err != nil {
 			return graph.Event{}, fmt.Errorf("%s: %w", f, err)
 		}
+		if err := checkID(f+".id", ref.ID); err != nil {
+			return graph.Event{}, err
+		}
 	}
 	if v, ok := m["type"]; !ok {
 		return graph.Event{}, badRequestf("type: missing")
@@ -170,6 +194,9 @@ func decodeEvent(raw json.RawMessage, defaultSrc *graph.Ref) (graph.Event, error
 	}
 	var ev graph.Event
 	if err := json.Unmarshal(raw, &ev); err != nil {
+		return graph.Event{}, err
+	}
+	if err := checkID("id", ev.ID); err != nil {
 		return graph.Event{}, err
 	}
 	return ev, nil
@@ -230,4 +257,180 @@ func checkItems(field string, items []json.RawMessage, maxItems int) error {
 			msg: fmt.Sprintf("%s: %d items exceed the limit of %d per request", field, len(items), maxItems)}
 	}
 	return nil
+}
+
+// Limits of request content beyond the body size, checked by the decoders.
+const (
+	// MaxQueryBytes and MaxQueryTerms bound the keyword query of a retrieve
+	// request: keyword search costs grow with both.
+	MaxQueryBytes = 1024
+	MaxQueryTerms = 32
+	// MaxIDBytes bounds an entity or event id.
+	MaxIDBytes = 256
+	// MaxTextBytes bounds an entity's text.
+	MaxTextBytes = 64 << 10
+	// MaxAttrs bounds the attributes of an entity; MaxAttrBytes the size of
+	// one attribute key or value.
+	MaxAttrs     = 64
+	MaxAttrBytes = 1024
+	// MaxVectorLen bounds the length of an entity's vector.
+	MaxVectorLen = 4096
+	// DefaultMaxClockSkew is how far ahead of the server clock an event's
+	// ts may be by default (Options.MaxClockSkew).
+	DefaultMaxClockSkew = time.Hour
+	// maxEcho bounds how much of any input a problem detail or a log line
+	// repeats.
+	maxEcho = 64
+)
+
+// clip returns s, or its first maxEcho bytes (cut on a rune boundary) with
+// a note of the full length: what problem details and logs may repeat of
+// client input.
+func clip(s string) string {
+	if len(s) <= maxEcho {
+		return s
+	}
+	n := maxEcho
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return fmt.Sprintf("%s…(%d bytes)", s[:n], len(s))
+}
+
+// checkQuery bounds the keyword query of a retrieve request.
+func checkQuery(q string) error {
+	switch {
+	case len(q) > MaxQueryBytes:
+		return badRequestf("query: %d bytes exceed the limit of %d", len(q), MaxQueryBytes)
+	case !utf8.ValidString(q):
+		return badRequestf("query: not valid UTF-8")
+	}
+	if n := len(strings.Fields(q)); n > MaxQueryTerms {
+		return badRequestf("query: %d terms exceed the limit of %d", n, MaxQueryTerms)
+	}
+	return nil
+}
+
+// checkID refuses an id that is too long or that holds U+FFFD, which the
+// JSON decoder substitutes for invalid UTF-8 (and lone surrogate escapes):
+// two distinct invalid ids would otherwise collide.
+func checkID(field, id string) error {
+	switch {
+	case len(id) > MaxIDBytes:
+		return badRequestf("%s: %d bytes exceed the limit of %d", field, len(id), MaxIDBytes)
+	case strings.ContainsRune(id, utf8.RuneError):
+		return badRequestf("%s: not valid UTF-8 (or contains U+FFFD)", field)
+	}
+	return nil
+}
+
+// checkEntityLimits bounds the content of a decoded entity.
+func checkEntityLimits(e *graph.Entity) error {
+	if err := checkID("id", e.ID); err != nil {
+		return err
+	}
+	switch {
+	case len(e.Text) > MaxTextBytes:
+		return badRequestf("text: %d bytes exceed the limit of %d", len(e.Text), MaxTextBytes)
+	case len(e.Attrs) > MaxAttrs:
+		return badRequestf("attrs: %d attributes exceed the limit of %d", len(e.Attrs), MaxAttrs)
+	case len(e.Vector) > MaxVectorLen:
+		return badRequestf("vector: %d values exceed the limit of %d", len(e.Vector), MaxVectorLen)
+	}
+	for k, v := range e.Attrs {
+		if len(k) > MaxAttrBytes || len(v) > MaxAttrBytes {
+			return badRequestf("attrs: key %q: key or value longer than %d bytes", clip(k), MaxAttrBytes)
+		}
+	}
+	return nil
+}
+
+// checkEventTimes refuses events dated after maxTS (unix ms), naming the
+// first as field[i].ts.
+func checkEventTimes(field string, evs []graph.Event, maxTS int64, skew time.Duration) error {
+	for i := range evs {
+		if evs[i].TS > maxTS {
+			return &ItemError{Field: field, Index: i, Member: "ts", Err: badRequestf(
+				"%s is more than %v ahead of the server clock (latest accepted now: %s)",
+				time.UnixMilli(evs[i].TS).UTC().Format(time.RFC3339), skew, time.UnixMilli(maxTS).UTC().Format(time.RFC3339))}
+		}
+	}
+	return nil
+}
+
+// maxEventTS returns the latest event time (unix ms) the server accepts
+// now; math.MaxInt64 when the check is off.
+func (s *Server) maxEventTS() int64 {
+	if s.opts.MaxClockSkew < 0 {
+		return math.MaxInt64
+	}
+	return time.Now().Add(s.opts.MaxClockSkew).UnixMilli()
+}
+
+// checkRetrieve applies the server's checks to a decoded retrieve request
+// (the context events' times); it passes a decoding error through.
+func (s *Server) checkRetrieve(p *retrieveParams, err error) (*retrieveParams, error) {
+	if err != nil {
+		return nil, err
+	}
+	if err := checkEventTimes("context_events", p.req.ContextEvents, s.maxEventTS(), s.opts.MaxClockSkew); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// checkDuplicateKeys refuses a JSON document in which an object repeats a
+// key (encoding/json would silently keep the last value).
+func checkDuplicateKeys(body []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	type frame struct {
+		keys     map[string]struct{}
+		isObject bool
+		wantKey  bool
+	}
+	var stack []frame
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return nil // syntax errors are reported by the decoder proper
+		}
+		top := len(stack) - 1
+		if d, ok := tok.(json.Delim); ok {
+			switch d {
+			case '{':
+				if top >= 0 && stack[top].isObject {
+					stack[top].wantKey = true
+				}
+				stack = append(stack, frame{isObject: true, wantKey: true})
+			case '[':
+				if top >= 0 && stack[top].isObject {
+					stack[top].wantKey = true
+				}
+				stack = append(stack, frame{})
+			case '}', ']':
+				stack = stack[:top]
+			}
+			continue
+		}
+		if top < 0 || !stack[top].isObject {
+			continue
+		}
+		if !stack[top].wantKey {
+			stack[top].wantKey = true
+			continue
+		}
+		key, _ := tok.(string)
+		if stack[top].keys == nil {
+			stack[top].keys = map[string]struct{}{}
+		}
+		if _, dup := stack[top].keys[key]; dup {
+			return badRequestf("duplicate key %q in a JSON object", clip(key))
+		}
+		stack[top].keys[key] = struct{}{}
+		stack[top].wantKey = false
+	}
 }

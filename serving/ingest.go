@@ -59,6 +59,9 @@ func (s *Server) PostEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	evs, err := decodeEvents(body, s.opts.MaxBatchItems)
+	if err == nil {
+		err = checkEventTimes("events", evs, s.maxEventTS(), s.opts.MaxClockSkew)
+	}
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return

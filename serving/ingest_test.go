@@ -3,13 +3,17 @@ package serving
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/hir-ads/hir/api"
+	"github.com/hir-ads/hir/eventlog"
 	"github.com/hir-ads/hir/graph"
 )
 
@@ -367,4 +371,85 @@ func ptrStr(p *string) string {
 		return "<nil>"
 	}
 	return fmt.Sprintf("%q", *p)
+}
+
+// TestCancelledIngestIsApplied cancels many ingestions at random moments,
+// many of them while their batch waits for the group commit (fsync on):
+// every batch the log stored must be in the live graph ("stored means
+// applied"), and a retry of the failed ones with the same ids must leave
+// every event in the graph.
+func TestCancelledIngestIsApplied(t *testing.T) {
+	dir := t.TempDir()
+	log, store, _, err := OpenStore(context.Background(), eventlog.Options{Dir: dir + "/log"}, graph.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := New(Options{APIKeys: []string{testKey}}, log, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	const batches, perBatch = 300, 4
+	batch := func(i int) eventlog.Batch {
+		var b eventlog.Batch
+		for j := range perBatch {
+			b.Events = append(b.Events, graph.Event{ID: fmt.Sprintf("c%d-%d", i, j),
+				Src:  graph.Ref{Type: graph.NodeUser, ID: fmt.Sprintf("u%d", i%17)},
+				Dst:  graph.Ref{Type: graph.NodeAd, ID: fmt.Sprintf("a%d", j)},
+				Type: graph.EdgeClick, TS: worldT0 + int64(i), Weight: 1})
+		}
+		return b
+	}
+	failed := make([]bool, batches)
+	var wg sync.WaitGroup
+	for i := range batches {
+		wg.Go(func() {
+			ctx, cancel := context.WithCancel(context.Background())
+			go func() {
+				time.Sleep(time.Duration(rand.IntN(2000)) * time.Microsecond)
+				cancel()
+			}()
+			_, err := srv.Ingest(ctx, batch(i))
+			failed[i] = err != nil
+			cancel()
+		})
+	}
+	wg.Wait()
+	nFailed := 0
+	for _, f := range failed {
+		if f {
+			nFailed++
+		}
+	}
+	st := log.Stats()
+	t.Logf("%d of %d ingestions failed; the log stored %d batches", nFailed, batches, st.Batches)
+	if got := store.NumEvents(); got != int64(st.Events) {
+		t.Errorf("live graph holds %d events, the log stored %d", got, st.Events)
+	}
+	if int(st.Batches) != batches-nFailed {
+		t.Errorf("log stored %d batches, %d ingestions succeeded: a failed ingestion was stored", st.Batches, batches-nFailed)
+	}
+
+	// Retrying the failed ones with the same ids stores and applies them.
+	for i, f := range failed {
+		if f {
+			if _, err := srv.Ingest(context.Background(), batch(i)); err != nil {
+				t.Fatalf("retry %d: %v", i, err)
+			}
+		}
+	}
+	if got := store.NumEvents(); got != batches*perBatch {
+		t.Errorf("after the retries the live graph holds %d events, want %d", got, batches*perBatch)
+	}
+	if err := srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	log2, store2, _, err := OpenStore(context.Background(), eventlog.Options{Dir: dir + "/log"}, graph.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log2.Close()
+	if got := store2.NumEvents(); got != batches*perBatch {
+		t.Errorf("after reopen the log holds %d events, want %d", got, batches*perBatch)
+	}
 }

@@ -110,6 +110,9 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		next.ServeHTTP(rec, r.WithContext(ctx))
 		if rec.status == 0 {
 			rec.status = http.StatusOK
+			if r.Context().Err() != nil {
+				rec.status = 499 // the client went away before an answer
+			}
 		}
 		route := r.URL.Path
 		if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
@@ -153,7 +156,9 @@ func (s *Server) recoverer(next http.Handler) http.Handler {
 
 // bodyLimit caps request bodies at max bytes: a declared Content-Length over
 // the cap is refused at once with 413, and reading past the cap fails with
-// *http.MaxBytesError, which writeProblem maps to 413 too.
+// *http.MaxBytesError, which writeProblem maps to 413 too. It also bounds
+// the time to read the body (Options.BodyReadTimeout) with a read deadline
+// on the connection: a trickled body fails with a timeout (408).
 func (s *Server) bodyLimit(max int64) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -161,9 +166,33 @@ func (s *Server) bodyLimit(max int64) func(http.Handler) http.Handler {
 				s.writeProblem(w, r, &http.MaxBytesError{Limit: max})
 				return
 			}
+			if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
+				rc := http.NewResponseController(w)
+				if err := rc.SetReadDeadline(time.Now().Add(s.opts.BodyReadTimeout)); err == nil {
+					defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
+				}
+			}
 			r.Body = http.MaxBytesReader(w, r.Body, max)
 			next.ServeHTTP(w, r)
 		})
+	}
+}
+
+// markStatus records status as the response's status for the access log
+// and metrics when nothing is written (a client that went away: 499).
+func markStatus(w http.ResponseWriter, status int) {
+	for {
+		switch rw := w.(type) {
+		case *statusRecorder:
+			if rw.status == 0 {
+				rw.status = status
+			}
+			return
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = rw.Unwrap()
+		default:
+			return
+		}
 	}
 }
 
@@ -192,10 +221,8 @@ type principal struct {
 func (s *Server) authenticate(r *http.Request) principal {
 	h := r.Header.Get("Authorization")
 	if h != "" {
-		tok, ok := strings.CutPrefix(h, "Bearer ")
-		if !ok {
-			tok, ok = strings.CutPrefix(h, "bearer ")
-		}
+		scheme, tok, ok := strings.Cut(strings.TrimSpace(h), " ")
+		ok = ok && strings.EqualFold(scheme, "Bearer") // RFC 9110: the scheme is case-insensitive
 		if ok {
 			sum := sha256.Sum256([]byte(strings.TrimSpace(tok)))
 			for _, k := range s.keyHashes {
@@ -267,11 +294,15 @@ func (s *Server) auth(next http.Handler) http.Handler {
 	})
 }
 
+// probeRoutes are exempt from the rate limit: an orchestrator's health
+// probes must not be shed with the traffic they judge.
+var probeRoutes = map[string]bool{"/healthz": true, "/readyz": true}
+
 // rateLimit applies a token bucket per principal (API key, else client IP)
-// and answers 429 with Retry-After when it is empty.
+// and answers 429 with Retry-After when it is empty. Probes are exempt.
 func (s *Server) rateLimit(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.limiter == nil {
+		if s.limiter == nil || probeRoutes[r.URL.Path] {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -337,6 +368,8 @@ func (l *keyedLimiter) sweepLocked(now time.Time) {
 
 func accessLevel(status int) slog.Level {
 	switch {
+	case status == 499:
+		return slog.LevelInfo // the client's doing
 	case status >= 500:
 		return slog.LevelError
 	case status >= 400:

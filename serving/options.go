@@ -16,6 +16,7 @@ const (
 	DefaultMaxBodyBytes    int64         = 8 << 20
 	DefaultRequestTimeout  time.Duration = 10 * time.Second
 	DefaultShutdownTimeout time.Duration = 15 * time.Second
+	DefaultBodyReadTimeout time.Duration = 15 * time.Second
 	DefaultRatePerSecond   float64       = 1000
 	DefaultRateBurst       int           = 2000
 	DefaultMaxRateKeys     int           = 100_000
@@ -47,6 +48,9 @@ type Options struct {
 	MaxBatchItems int
 	// RequestTimeout bounds the handling of one request (default 10s).
 	RequestTimeout time.Duration
+	// BodyReadTimeout bounds the time to read a request's body, from the end
+	// of its headers (default 15s); a slower body gets 408.
+	BodyReadTimeout time.Duration
 	// ShutdownTimeout bounds the drain of in-flight requests (default 15s).
 	ShutdownTimeout time.Duration
 
@@ -63,6 +67,11 @@ type Options struct {
 	// (start from rank.DefaultOptions and rank.DefaultWeights; see
 	// retrieval.Options).
 	Retrieval retrieval.Options
+
+	// MaxClockSkew is how far ahead of the server clock an ingested or
+	// context event's ts may be (0: DefaultMaxClockSkew, one hour; negative:
+	// no limit). Later events get a 400 naming the item's ts.
+	MaxClockSkew time.Duration
 }
 
 func (o *Options) applyDefaults() error {
@@ -78,6 +87,9 @@ func (o *Options) applyDefaults() error {
 	if o.RequestTimeout == 0 {
 		o.RequestTimeout = DefaultRequestTimeout
 	}
+	if o.BodyReadTimeout == 0 {
+		o.BodyReadTimeout = DefaultBodyReadTimeout
+	}
 	if o.ShutdownTimeout == 0 {
 		o.ShutdownTimeout = DefaultShutdownTimeout
 	}
@@ -90,12 +102,15 @@ func (o *Options) applyDefaults() error {
 	if o.MaxRateKeys == 0 {
 		o.MaxRateKeys = DefaultMaxRateKeys
 	}
+	if o.MaxClockSkew == 0 {
+		o.MaxClockSkew = DefaultMaxClockSkew
+	}
 	switch {
 	case o.MaxBodyBytes < 0:
 		return fmt.Errorf("%w: MaxBodyBytes %d < 0", ErrBadOptions, o.MaxBodyBytes)
 	case o.MaxBatchItems < 0:
 		return fmt.Errorf("%w: MaxBatchItems %d < 0", ErrBadOptions, o.MaxBatchItems)
-	case o.RequestTimeout < 0 || o.ShutdownTimeout < 0:
+	case o.RequestTimeout < 0 || o.ShutdownTimeout < 0 || o.BodyReadTimeout < 0:
 		return fmt.Errorf("%w: negative timeout", ErrBadOptions)
 	case o.RatePerSecond > 0 && o.RateBurst < 1:
 		return fmt.Errorf("%w: RateBurst %d < 1", ErrBadOptions, o.RateBurst)

@@ -1,6 +1,7 @@
 package serving
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -280,4 +281,63 @@ func TestPersistedSnapshot(t *testing.T) {
 			t.Errorf("no warning about the corrupt index; log:\n%s", logged)
 		}
 	})
+}
+
+// TestShortGraphKeepsFiles opens the persisted snapshot of a model over a
+// graph that holds fewer nodes than the files name (a graph replayed from a
+// shortened log): the snapshot is built, but the good files must not be
+// replaced by a snapshot of less.
+func TestShortGraphKeepsFiles(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains a model")
+	}
+	env := newPersistEnv(t)
+	ctx := context.Background()
+	store := env.srv.Store()
+	opts := env.opts
+	opts.PersistDir = env.ckpt
+	if _, err := retrieval.Build(ctx, env.m, store, store.MaxTS(), opts); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string][]byte{}
+	for _, f := range []string{retrieval.FileEmbeddings, retrieval.FileIndex} {
+		b, err := os.ReadFile(filepath.Join(env.ckpt, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[f] = b
+	}
+	for _, tc := range []struct {
+		name string
+		keep int // nodes of each type kept in the short graph
+	}{{"half the nodes", 6}, {"empty graph", 0}} {
+		t.Run(tc.name, func(t *testing.T) {
+			short := graph.NewStore(graphOptions())
+			for typ := graph.NodeType(1); int(typ) < graph.NumNodeTypes; typ++ {
+				for i := range min(tc.keep, store.NumNodes(typ)) {
+					id := graph.NodeID{Type: typ, Idx: uint32(i)}
+					e := graph.Entity{Type: typ, ID: store.Ref(id).ID}
+					if full := store.Entity(id); full != nil {
+						e = *full
+					}
+					if _, err := short.UpsertEntity(e); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			before := len(env.logBuf.String())
+			if _, err := retrieval.Open(ctx, env.m, short, env.ckpt, store.MaxTS(), opts); err != nil {
+				t.Fatalf("OpenSnapshot over a short graph = %v", err)
+			}
+			if logged := env.logBuf.String()[before:]; !strings.Contains(logged, "leaving the files as they are") {
+				t.Errorf("no warning that the files were kept; log:\n%s", logged)
+			}
+			for f, want := range files {
+				got, err := os.ReadFile(filepath.Join(env.ckpt, f))
+				if err != nil || !bytes.Equal(got, want) {
+					t.Errorf("%s changed (%d bytes, want %d; %v)", f, len(got), len(want), err)
+				}
+			}
+		})
+	}
 }

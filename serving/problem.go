@@ -7,8 +7,11 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"syscall"
+	"unicode/utf8"
 
 	"github.com/hir-ads/hir/api"
+	"github.com/hir-ads/hir/eventlog"
 	"github.com/hir-ads/hir/graph"
 	"github.com/hir-ads/hir/index"
 	"github.com/hir-ads/hir/retrieval"
@@ -39,6 +42,16 @@ var (
 	ErrNoTrainer = errors.New("training is not configured on this server")
 	// ErrShuttingDown means the server is draining and accepts no new work.
 	ErrShuttingDown = errors.New("server is shutting down")
+	// ErrBodyTimeout means the request body was not received within
+	// Options.BodyReadTimeout.
+	ErrBodyTimeout = errors.New("request body not received in time")
+	// errClientClosed means the client closed the connection before its
+	// request body was complete: nobody is left to answer (499).
+	errClientClosed = errors.New("client closed the request before its body was complete")
+	// ErrWritesFailing is /readyz's answer while the event log cannot write
+	// (a full disk or an I/O error): ingestion answers 507 or 503 until the
+	// log recovers by itself; reads are still served.
+	ErrWritesFailing = errors.New("event log writes are failing (disk full or I/O error; see the server log): ingestion is refused until they work again, reads are served")
 )
 
 // ItemError is a validation error of one item of a batch request. Its
@@ -47,11 +60,19 @@ var (
 type ItemError struct {
 	Field string // "entities" or "events"
 	Index int
-	Err   error
+	// Member, when set, names the item's offending member, as in
+	// `events[3].ts: ...`.
+	Member string
+	Err    error
 }
 
 // Error implements error.
-func (e *ItemError) Error() string { return fmt.Sprintf("%s[%d]: %v", e.Field, e.Index, e.Err) }
+func (e *ItemError) Error() string {
+	if e.Member != "" {
+		return fmt.Sprintf("%s[%d].%s: %v", e.Field, e.Index, e.Member, e.Err)
+	}
+	return fmt.Sprintf("%s[%d]: %v", e.Field, e.Index, e.Err)
+}
 
 // Unwrap returns the underlying error.
 func (e *ItemError) Unwrap() error { return e.Err }
@@ -112,6 +133,16 @@ func classify(err error) (status int, slug, title string) {
 		return http.StatusServiceUnavailable, "no-trainer", "Training not configured"
 	case errors.Is(err, ErrShuttingDown):
 		return http.StatusServiceUnavailable, "shutting-down", "Shutting down"
+	case errors.Is(err, ErrBodyTimeout):
+		return http.StatusRequestTimeout, "body-timeout", "Request body too slow"
+	case errors.Is(err, errClientClosed):
+		return 499, "client-closed-request", "Client closed request"
+	case errors.Is(err, ErrWritesFailing):
+		return http.StatusServiceUnavailable, "writes-failing", "Writes failing"
+	case errors.Is(err, eventlog.ErrFailed) && errors.Is(err, syscall.ENOSPC):
+		return http.StatusInsufficientStorage, "insufficient-storage", "Insufficient storage"
+	case errors.Is(err, eventlog.ErrFailed):
+		return http.StatusServiceUnavailable, "writes-failing", "Writes failing"
 	case errors.Is(err, context.DeadlineExceeded):
 		return http.StatusServiceUnavailable, "timeout", "Request timed out"
 	case errors.Is(err, ErrBadRequest), errors.Is(err, retrieval.ErrBadRequest), errors.As(err, &itemErr), errors.As(err, &syntaxErr),
@@ -144,13 +175,17 @@ func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error)
 	p := api.Problem{Status: status, Title: title}
 	typ := problemTypeBase + slug
 	p.Type = &typ
-	instance := r.URL.Path
+	instance := clip(r.URL.Path)
 	if id := requestIDFrom(r.Context()); id != "" {
 		instance += "#req=" + id
 	}
 	p.Instance = &instance
 	var detail string
 	switch {
+	case status == http.StatusInsufficientStorage:
+		detail = "the server's disk is full: nothing of the request was stored; retry later"
+		s.logger.WarnContext(r.Context(), "write refused: disk full", "path", r.URL.Path,
+			"request_id", requestIDFrom(r.Context()), "err", err)
 	case status >= 500 && status != http.StatusServiceUnavailable:
 		detail = "the server failed to handle the request; see the server log for request " + requestIDFrom(r.Context())
 		s.logger.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path,
@@ -158,7 +193,7 @@ func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error)
 	case status == http.StatusServiceUnavailable:
 		// 503 sentinels carry client-facing text; anything else stays generic.
 		detail = title
-		for _, s := range []error{ErrNoSnapshot, ErrNoTrainer, ErrShuttingDown} {
+		for _, s := range []error{ErrNoSnapshot, ErrNoTrainer, ErrShuttingDown, ErrWritesFailing} {
 			if errors.Is(err, s) {
 				detail = s.Error()
 			}
@@ -166,10 +201,15 @@ func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error)
 		if errors.Is(err, context.DeadlineExceeded) {
 			detail = "the request did not complete within the server's time limit"
 		}
+		if errors.Is(err, eventlog.ErrFailed) {
+			detail = "the event log cannot write (see the server log): nothing of the request was stored; retry later"
+			s.logger.WarnContext(r.Context(), "write refused: event log failing", "path", r.URL.Path,
+				"request_id", requestIDFrom(r.Context()), "err", err)
+		}
 	default:
-		detail = clientDetail(err)
-		s.logger.DebugContext(r.Context(), "request rejected", "status", status, "path", r.URL.Path,
-			"request_id", requestIDFrom(r.Context()), "err", err)
+		detail = clipDetail(clientDetail(err))
+		s.logger.DebugContext(r.Context(), "request rejected", "status", status, "path", clip(r.URL.Path),
+			"request_id", requestIDFrom(r.Context()), "err", detail)
 	}
 	if detail != "" {
 		p.Detail = &detail
@@ -179,19 +219,52 @@ func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error)
 		idx := itemErr.Index
 		p.Item = &idx
 	}
-	if status == http.StatusTooManyRequests {
+	switch {
+	case status == http.StatusTooManyRequests:
 		w.Header().Set("Retry-After", "1")
+	case errors.Is(err, eventlog.ErrFailed), errors.Is(err, ErrShuttingDown):
+		w.Header().Set("Retry-After", "5")
 	}
 	if status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="hir"`)
 	}
+	if status == http.StatusRequestTimeout {
+		// The rest of the body is not worth waiting for: do not drain it.
+		w.Header().Set("Connection", "close")
+	}
 	if status == 499 {
-		return // nobody is listening
+		markStatus(w, 499) // nobody is listening: only logged and metered
+		return
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(p)
+}
+
+// maxDetailBytes bounds a problem's detail.
+const maxDetailBytes = 512
+
+// clipDetail bounds what a 4xx detail may repeat of the client's input:
+// every space-separated token longer than maxEcho is clipped, and the whole
+// to maxDetailBytes.
+func clipDetail(d string) string {
+	if len(d) <= maxEcho {
+		return d
+	}
+	toks := strings.Split(d, " ")
+	for i, t := range toks {
+		toks[i] = clip(t)
+	}
+	d = strings.Join(toks, " ")
+	if len(d) > maxDetailBytes {
+		n := maxDetailBytes
+		for n > 0 && !utf8.RuneStart(d[n]) {
+			n--
+		}
+		d = d[:n] + "…"
+	}
+	return d
 }
 
 // clientDetail renders a 4xx error for the client, replacing encoding/json's

@@ -117,6 +117,9 @@ func decodeRetrieve(body []byte, defaults rank.Weights) (*retrieveParams, error)
 	if raw.Query != nil {
 		req.Query = *raw.Query
 	}
+	if err := checkQuery(req.Query); err != nil {
+		return nil, err
+	}
 	if len(raw.Filter) > 0 && string(raw.Filter) != "null" {
 		f, err := index.ParseFilter(raw.Filter)
 		if err != nil {
@@ -188,7 +191,7 @@ func (s *Server) RetrieveCandidates(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	p, err := decodeRetrieve(body, s.engine.Options().Weights)
+	p, err := s.checkRetrieve(decodeRetrieve(body, s.engine.Options().Weights))
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return

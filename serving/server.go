@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -87,10 +88,17 @@ func (s *Server) routes() http.Handler {
 	r.Use(requestID, s.observe, s.recoverer, s.identify, s.rateLimit, s.auth,
 		s.bodyLimit(s.opts.MaxBodyBytes), timeout(s.opts.RequestTimeout))
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		s.writeProblem(w, r, notFoundf("no route for %s %s", r.Method, r.URL.Path))
+		s.writeProblem(w, r, notFoundf("no route for %s %s", r.Method, clip(r.URL.Path)))
 	})
-	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		s.writeProblem(w, r, fmt.Errorf("%s %s: %w", r.Method, r.URL.Path, ErrMethodNotAllowed))
+	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
+		var allow []string
+		for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+			if r.Match(chi.NewRouteContext(), m, req.URL.Path) {
+				allow = append(allow, m)
+			}
+		}
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		s.writeProblem(w, req, fmt.Errorf("%s %s: %w", req.Method, clip(req.URL.Path), ErrMethodNotAllowed))
 	})
 	return api.HandlerWithOptions(s, api.ChiServerOptions{
 		BaseRouter:       r,
@@ -218,12 +226,15 @@ func (s *Server) Healthz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, api.Health{Status: "ok"})
 }
 
-// Readyz answers 200 once a generation is served, 503 before and while
-// draining.
+// Readyz answers 200 once a generation is served, 503 before, while
+// draining, and while the event log cannot write (a full disk: the problem
+// says so; reads keep being served).
 func (s *Server) Readyz(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case s.draining.Load():
 		s.writeProblem(w, r, ErrShuttingDown)
+	case s.log.Err() != nil:
+		s.writeProblem(w, r, ErrWritesFailing)
 	case s.engine.Current() == nil:
 		s.writeProblem(w, r, ErrNoSnapshot)
 	default:

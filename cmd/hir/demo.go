@@ -31,12 +31,15 @@ type demoConfig struct {
 	data  string // "" : a temporary directory, removed at exit
 	synth dataset.SynthOptions
 	train model.TrainConfig
+	// maxClockSkew: see serveConfig.
+	maxClockSkew time.Duration
 }
 
 func runDemo(ctx context.Context, e *env, args []string) error {
-	fs := newFlags(e, "demo", "[--addr :8080] [--data DIR] [--users N] [--ads M] [--steps S]")
+	fs := newFlags(e, "demo", "[--addr 127.0.0.1:8080] [--data DIR] [--users N] [--ads M] [--steps S]")
 	cfg := demoConfig{}
-	fs.StringVar(&cfg.addr, "addr", ":8080", "listen address (127.0.0.1:0 picks a free port)")
+	fs.StringVar(&cfg.addr, "addr", defaultAddr, "listen address (loopback by default; 127.0.0.1:0 picks a free port, \":8080\" listens on every interface)")
+	fs.DurationVar(&cfg.maxClockSkew, "max-clock-skew", serving.DefaultMaxClockSkew, "refuse events dated more than this ahead of the server clock (negative: no limit)")
 	fs.StringVar(&cfg.data, "data", "", "data directory; reused when it already holds a model (default: a temporary directory removed at exit)")
 	fs.IntVar(&cfg.synth.Users, "users", 2000, "synthetic users")
 	fs.IntVar(&cfg.synth.Ads, "ads", 5000, "synthetic ads")
@@ -101,7 +104,7 @@ func demo(ctx context.Context, e *env, cfg demoConfig) error {
 		e.logger.Info("trained", "version", ck.Version, "elapsed", time.Since(start).Round(time.Millisecond))
 	}
 	return serve(ctx, e, serveConfig{
-		dataDir: dir, addr: cfg.addr, apiKeys: []string{key}, train: cfg.train,
+		dataDir: dir, addr: cfg.addr, apiKeys: []string{key}, train: cfg.train, maxClockSkew: cfg.maxClockSkew,
 		prior: defaultPriorFlags(),
 		ready: func(ctx context.Context, srv *serving.Server, addr net.Addr) {
 			if err := printDemo(ctx, e.stdout, srv, baseURL(addr), key, dir, ex); err != nil {

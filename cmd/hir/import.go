@@ -8,20 +8,23 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/hir-ads/hir/dataset"
 	"github.com/hir-ads/hir/eventlog"
 	"github.com/hir-ads/hir/graph"
+	"github.com/hir-ads/hir/serving"
 )
 
 // importBatchItems is how many entities and events go into one log batch.
 const importBatchItems = 8192
 
 func runImport(ctx context.Context, e *env, args []string) error {
-	fs := newFlags(e, "import", "--format F --src PATH --data DIR")
+	fs := newFlags(e, "import", "--format F --src PATH --data DIR [--max-clock-skew 1h]")
 	format := fs.String("format", "jsonl", "source format: "+strings.Join(dataset.Formats(), ", "))
 	src := fs.String("src", "", "source file or directory (required)")
 	data := fs.String("data", "", "data directory to import into (required)")
+	skew := fs.Duration("max-clock-skew", serving.DefaultMaxClockSkew, "refuse the import when an event is dated more than this ahead of the clock (negative: no limit)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -30,7 +33,11 @@ func runImport(ctx context.Context, e *env, args []string) error {
 		return errUsage
 	}
 	// Pass 1 validates the whole source, so that nothing is half-imported.
-	sum, err := dataset.Import(ctx, *format, *src, dataset.Discard)
+	check := dataset.Discard
+	if *skew >= 0 {
+		check = dataset.NotAfter(check, time.Now().Add(*skew).UnixMilli())
+	}
+	sum, err := dataset.Import(ctx, *format, *src, check)
 	if err != nil {
 		return fmt.Errorf("validate %s: %w", *src, err)
 	}

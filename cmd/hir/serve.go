@@ -47,6 +47,9 @@ type serveConfig struct {
 	// serving's defaults; a negative rate disables limiting).
 	ratePerSecond float64
 	rateBurst     int
+	// maxClockSkew is how far ahead of the server clock an event may be
+	// dated (0: serving's default, 1h; negative: no limit).
+	maxClockSkew time.Duration
 	// prior shapes the ads' engagement priors and their weight in the
 	// re-rank.
 	prior priorFlags
@@ -62,10 +65,11 @@ func (cfg *serveConfig) build(logger *slog.Logger) retrieval.BuildOptions {
 }
 
 func runServe(ctx context.Context, e *env, args []string) error {
-	fs := newFlags(e, "serve", "--data DIR [--addr :8080] [--api-key K ...] [--read-auth] [--train-every D] [--train-steps N] [--redis ADDR [--replica-id ID] [--redis-prefix P]]")
+	fs := newFlags(e, "serve", "--data DIR [--addr 127.0.0.1:8080] [--max-clock-skew 1h] [--api-key K ...] [--read-auth] [--train-every D] [--train-steps N] [--redis ADDR [--replica-id ID] [--redis-prefix P]]")
 	cfg := serveConfig{prior: defaultPriorFlags()}
 	fs.StringVar(&cfg.dataDir, "data", "", "data directory (event log in DIR/log, models in DIR/models) (required)")
-	fs.StringVar(&cfg.addr, "addr", ":8080", "listen address")
+	fs.StringVar(&cfg.addr, "addr", defaultAddr, "listen address (loopback by default; give \":8080\" or HOST:PORT to listen on other interfaces)")
+	fs.DurationVar(&cfg.maxClockSkew, "max-clock-skew", serving.DefaultMaxClockSkew, "refuse events dated more than this ahead of the server clock (negative: no limit)")
 	fs.Func("api-key", "bearer API key accepted on writes and admin endpoints (repeatable; also env HIR_API_KEYS, comma separated)", func(s string) error {
 		cfg.apiKeys = append(cfg.apiKeys, s)
 		return nil
@@ -133,13 +137,17 @@ func serve(ctx context.Context, e *env, cfg serveConfig) error {
 	start := time.Now()
 	log, store, rep, err := serving.OpenStore(ctx, eventlog.Options{Dir: filepath.Join(cfg.dataDir, "log"), Logger: logger},
 		graph.Options{Logger: logger})
+	if errors.Is(err, eventlog.ErrCorrupt) {
+		return fmt.Errorf("%w; refusing to start on a damaged log (nothing was changed): run `hir log check --data %s`, then `hir log repair --data %s`",
+			err, cfg.dataDir, cfg.dataDir)
+	}
 	if err != nil {
 		return err
 	}
 	store.Compact()
 	logger.Info("event log replayed", "batches", rep.Batches, "events", store.NumEvents(), "elapsed", time.Since(start))
 	srv, err := serving.New(serving.Options{Logger: logger, APIKeys: cfg.apiKeys, ReadAuth: cfg.readAuth,
-		RatePerSecond: cfg.ratePerSecond, RateBurst: cfg.rateBurst,
+		RatePerSecond: cfg.ratePerSecond, RateBurst: cfg.rateBurst, MaxClockSkew: cfg.maxClockSkew,
 		Retrieval: retrieval.Options{Rank: cfg.prior.options(), Weights: cfg.prior.weights(), Build: cfg.build(logger)}}, log, store)
 	if err != nil {
 		return errors.Join(fmt.Errorf("create server: %w", err), log.Close())
@@ -165,6 +173,7 @@ func serve(ctx context.Context, e *env, cfg serveConfig) error {
 	if err != nil {
 		return errors.Join(fmt.Errorf("listen: %w", err), srv.Close())
 	}
+	warnOpenWrites(logger, cfg.apiKeys, ln.Addr())
 	defer forceExitOnSecondSignal(ctx, logger)()
 
 	var wg sync.WaitGroup
@@ -179,6 +188,25 @@ func serve(ctx context.Context, e *env, cfg serveConfig) error {
 	}
 	logger.Info("shut down cleanly")
 	return nil
+}
+
+// defaultAddr is the listen address of serve and demo when none is given:
+// loopback only, so that a server without API keys is not open to the
+// network by accident.
+const defaultAddr = "127.0.0.1:8080"
+
+// warnOpenWrites logs, loudly, that anyone who reaches addr may write when
+// no API key is configured.
+func warnOpenWrites(logger *slog.Logger, keys []string, addr net.Addr) {
+	if len(keys) > 0 {
+		return
+	}
+	exposed := true
+	if ta, ok := addr.(*net.TCPAddr); ok && ta.IP.IsLoopback() {
+		exposed = false
+	}
+	logger.Warn("!!! WRITES ARE OPEN: no API key is set, so anyone who can reach this address may ingest, overwrite ads and trigger training; set --api-key or HIR_API_KEYS !!!",
+		"addr", addr.String(), "network_exposed", exposed)
 }
 
 // connectCluster connects to cfg.redis, failing with errRedisUnreachable
