@@ -126,6 +126,13 @@ func TestEvalService(t *testing.T) {
 	if math.Abs(got-want) > restEvalTolerance {
 		t.Errorf("service recall@20 = %.4f, want within %v of in-process ours-tokens %.4f", got, restEvalTolerance, want)
 	}
+
+	// The service now holds exactly the training window: scored again
+	// without ingesting or training, it answers the same.
+	again, _ := runEvalJSON(t, "--data", world, "--service", base, "--service-no-ingest")
+	if ra := again.Get(methodService, eval.SliceAll); ra == nil || ra.Metrics[key] != got || ra.Queries != rs.Queries {
+		t.Errorf("--service-no-ingest result %+v, want recall@20 %v over %d queries", ra, got, rs.Queries)
+	}
 }
 
 // TestEvalServiceInlineUsers replays the test window into the service
