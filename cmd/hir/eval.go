@@ -138,7 +138,7 @@ func runEval(ctx context.Context, e *env, args []string) error {
 	if f.useService {
 		f.service.Logger = e.logger.With("method", methodService)
 		if svc, err = newServiceMethod(f.service); err != nil {
-			return errors.Join(errUsage, err)
+			return err
 		}
 		f.cfg.Extra = append(f.cfg.Extra, svc)
 	}

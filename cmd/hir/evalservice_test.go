@@ -15,7 +15,6 @@ import (
 
 	"github.com/hir-ads/hir/dataset"
 	"github.com/hir-ads/hir/eval"
-	"github.com/hir-ads/hir/graph"
 	"github.com/hir-ads/hir/model"
 	"github.com/hir-ads/hir/serving"
 )
@@ -34,16 +33,8 @@ func restEvalWorld() dataset.SynthOptions {
 	return dataset.SynthOptions{Users: 300, Ads: 150, Seed: 1, Coarse: 4, Mid: 8, Fine: 16, Days: 20, EventsPerUser: 80}
 }
 
-// tinyTrain is a model and schedule that train in seconds.
-func tinyTrain() model.TrainConfig {
-	var tc model.TrainConfig
-	tc.Model = model.Config{Dim: 16, Heads: 2, Layers: 1, FFNDim: 32, EmbedDim: 16, HashK: 8, HashDim: 16,
-		TextBkts: 512, TextLen: 8, AttrBkts: 64, AttrLen: 4, VectorDim: 4, Prototypes: []int{4, 8}}
-	tc.Sampler.Teacher = graph.ViewOptions{MaxNodes: 8, Hops: 2}
-	tc.Sampler.Student = graph.ViewOptions{MaxNodes: 4, Hops: 1}
-	tc.Pairs, tc.Steps, tc.EvalEvery, tc.LogEvery, tc.Seed = 8, 6, 6, 6, 3
-	return tc
-}
+// tinyTrain is the demo test's model and schedule, which train in seconds.
+func tinyTrain() model.TrainConfig { return tinyDemo("", "").train }
 
 // startServe runs serve on a free loopback port over an empty data
 // directory and returns its base URL; the server stops when the test ends.
@@ -134,6 +125,13 @@ func TestEvalService(t *testing.T) {
 	}
 	if math.Abs(got-want) > restEvalTolerance {
 		t.Errorf("service recall@20 = %.4f, want within %v of in-process ours-tokens %.4f", got, restEvalTolerance, want)
+	}
+
+	// The service now holds exactly the training window: scored again
+	// without ingesting or training, it answers the same.
+	again, _ := runEvalJSON(t, "--data", world, "--service", base, "--service-no-ingest")
+	if ra := again.Get(methodService, eval.SliceAll); ra == nil || ra.Metrics[key] != got || ra.Queries != rs.Queries {
+		t.Errorf("--service-no-ingest result %+v, want recall@20 %v over %d queries", ra, got, rs.Queries)
 	}
 }
 
