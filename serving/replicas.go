@@ -239,7 +239,7 @@ func (s *Server) hotSwap(ctx context.Context, r *replication, info cluster.Model
 		}
 		return
 	}
-	s.logger.Info("hot-swapped model from the cluster", "version", next.Gen.Version, "publisher", info.Publisher,
+	s.logger.Info("hot-swapped model from the cluster", "version", next.Gen.Version, "seq", info.Seq, "publisher", info.Publisher,
 		"dir", dir, "elapsed", time.Since(start))
 }
 

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -64,6 +65,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		case errors.Is(err, flag.ErrHelp):
 			return 0
 		case errors.Is(err, errUsage):
+			if err != errUsage { // a bad flag value the flag package did not report
+				fmt.Fprintf(stderr, "hir %s: %v\n", c.name, strings.TrimPrefix(err.Error(), errUsage.Error()+"\n"))
+			}
 			return 2
 		}
 		fmt.Fprintf(stderr, "hir %s: %v\n", c.name, err)
@@ -74,7 +78,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 2
 }
 
-// errUsage reports bad flags; the flag package has already printed why.
+// errUsage reports bad flags. Alone, the flag package has already printed
+// why; joined with another error, run prints that error.
 var errUsage = errors.New("usage")
 
 func usage(w io.Writer) {

@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,6 +77,29 @@ func TestPriorFlags(t *testing.T) {
 			}
 			if o := p.options(); o != tc.opts {
 				t.Errorf("options %+v, want %+v", o, tc.opts)
+			}
+		})
+	}
+}
+
+// TestBadFlagValueIsReported checks that a flag value refused after parsing
+// (a range check) exits 2 with a message naming it, not silently.
+func TestBadFlagValueIsReported(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"serve prior weight", []string{"serve", "--data", t.TempDir(), "--prior-weight", "-1"}, "prior weight"},
+		{"eval protocol", []string{"eval", "--data", t.TempDir(), "--protocol", "nope"}, "nope"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr strings.Builder
+			if code := run(t.Context(), tc.args, &stdout, &stderr); code != 2 {
+				t.Fatalf("exit %d, want 2", code)
+			}
+			if !strings.Contains(stderr.String(), tc.want) {
+				t.Errorf("stderr %q does not say %q", stderr.String(), tc.want)
 			}
 		})
 	}
