@@ -42,8 +42,11 @@ type Server struct {
 	trainer  atomic.Pointer[Trainer]
 	repl     atomic.Pointer[replication] // nil outside a cluster
 	draining atomic.Bool
-	cache    *embedCache
-	text     *index.TextIndex
+	// publishFailedAt is the time (unix ns) of the last failed publication
+	// to the cluster stream, 0 after a success (see clusterWritable).
+	publishFailedAt atomic.Int64
+	cache           *embedCache
+	text            *index.TextIndex
 }
 
 var _ api.ServerInterface = (*Server)(nil)
