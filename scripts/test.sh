@@ -27,4 +27,20 @@ fi
 go build ./...
 go vet ./...
 go test -count=1 -timeout 20m "$@" ./...
+# A bounded fuzz run of the decoders of untrusted input: HIR_FUZZTIME per
+# target (default 5s; 10 targets, 50 s of fuzzing plus the instrumented
+# builds, which the build cache keeps); HIR_FUZZTIME=0 skips it.
+fuzztime="${HIR_FUZZTIME:-5s}"
+if [[ "$fuzztime" != "0" && "$fuzztime" != "0s" ]]; then
+	for target in \
+		./eventlog:FuzzDecodeBatch ./eventlog:FuzzSegment \
+		./dataset:FuzzReadJSONL \
+		./index:FuzzReadSnapshot ./index:FuzzParseFilter \
+		./serving:FuzzDecodeEvents ./serving:FuzzDecodeEntities ./serving:FuzzDecodeRetrieve \
+		./retrieval:FuzzDecodeEmbeddings ./serving/cluster:FuzzVectorRoundTrip; do
+		pkg=${target%%:*} fn=${target##*:}
+		echo "test.sh: fuzz $pkg $fn for $fuzztime" >&2
+		go test -run '^$' -fuzz "^${fn}\$" -fuzztime "$fuzztime" "$pkg"
+	done
+fi
 [ "${HIR_SKIP_REST_EVAL:-}" = 1 ] || scripts/rest-eval-check.sh # the served path vs the evaluated one (~2 min)

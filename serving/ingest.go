@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -79,9 +80,16 @@ func (s *Server) PostEvents(w http.ResponseWriter, r *http.Request) {
 // touched into the live index when a model is served. The batch must be
 // valid; an invalid one is refused whole before anything is stored. In a
 // cluster ([Server.JoinCluster]) the stored batch is then published to the
-// shared event stream; a failed publication is logged and counted
-// (hir.cluster.published{outcome="error"}) and does not fail the ingestion.
+// shared event stream. A failed publication (Redis down) is logged and
+// counted (hir.cluster.published{outcome="error"}) and fails the ingestion
+// with [ErrClusterUnavailable] (503, Retry-After): the batch is not
+// acknowledged, and a retry (idempotent by event id) publishes it again.
+// While publications fail, new batches are refused before they are stored
+// unless Redis answers a ping.
 func (s *Server) Ingest(ctx context.Context, b eventlog.Batch) (api.IngestResult, error) {
+	if err := s.clusterWritable(ctx); err != nil {
+		return api.IngestResult{}, err
+	}
 	res, err := s.ingest(ctx, b)
 	if err != nil {
 		return res, err
@@ -90,8 +98,28 @@ func (s *Server) Ingest(ctx context.Context, b eventlog.Batch) (api.IngestResult
 	if res.Seq != nil {
 		seq = uint64(*res.Seq)
 	}
-	s.publishBatch(ctx, b, seq)
+	if err := s.publishBatch(ctx, b, seq); err != nil {
+		s.publishFailedAt.Store(time.Now().UnixNano())
+		return api.IngestResult{}, fmt.Errorf("%w: %w", ErrClusterUnavailable, err)
+	}
+	s.publishFailedAt.Store(0)
 	return res, nil
+}
+
+// clusterWritable refuses a write with ErrClusterUnavailable while the
+// last publication to the cluster stream failed and Redis does not answer
+// a ping (bounded by a short timeout); outside a cluster it is nil.
+func (s *Server) clusterWritable(ctx context.Context) error {
+	r := s.repl.Load()
+	if r == nil || s.publishFailedAt.Load() == 0 {
+		return nil
+	}
+	pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	if err := r.client.Ping(pctx); err != nil {
+		return fmt.Errorf("%w: %w", ErrClusterUnavailable, err)
+	}
+	return nil
 }
 
 // ingest is the local ingestion path shared by [Server.Ingest] and the

@@ -42,6 +42,10 @@ var (
 	ErrNoTrainer = errors.New("training is not configured on this server")
 	// ErrShuttingDown means the server is draining and accepts no new work.
 	ErrShuttingDown = errors.New("server is shutting down")
+	// ErrClusterUnavailable means the cluster's shared event stream (Redis)
+	// did not take a write: the batch is not acknowledged (retry; events
+	// with ids are deduplicated). Answered with 503 and Retry-After.
+	ErrClusterUnavailable = errors.New("the cluster's shared event stream (Redis) is unavailable: the batch is not acknowledged; retry later (events with ids are deduplicated)")
 	// ErrBodyTimeout means the request body was not received within
 	// Options.BodyReadTimeout.
 	ErrBodyTimeout = errors.New("request body not received in time")
@@ -139,6 +143,8 @@ func classify(err error) (status int, slug, title string) {
 		return 499, "client-closed-request", "Client closed request"
 	case errors.Is(err, ErrWritesFailing):
 		return http.StatusServiceUnavailable, "writes-failing", "Writes failing"
+	case errors.Is(err, ErrClusterUnavailable):
+		return http.StatusServiceUnavailable, "cluster-unavailable", "Cluster unavailable"
 	case errors.Is(err, eventlog.ErrFailed) && errors.Is(err, syscall.ENOSPC):
 		return http.StatusInsufficientStorage, "insufficient-storage", "Insufficient storage"
 	case errors.Is(err, eventlog.ErrFailed):
@@ -193,7 +199,7 @@ func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error)
 	case status == http.StatusServiceUnavailable:
 		// 503 sentinels carry client-facing text; anything else stays generic.
 		detail = title
-		for _, s := range []error{ErrNoSnapshot, ErrNoTrainer, ErrShuttingDown, ErrWritesFailing} {
+		for _, s := range []error{ErrNoSnapshot, ErrNoTrainer, ErrShuttingDown, ErrWritesFailing, ErrClusterUnavailable} {
 			if errors.Is(err, s) {
 				detail = s.Error()
 			}
@@ -222,7 +228,7 @@ func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error)
 	switch {
 	case status == http.StatusTooManyRequests:
 		w.Header().Set("Retry-After", "1")
-	case errors.Is(err, eventlog.ErrFailed), errors.Is(err, ErrShuttingDown):
+	case errors.Is(err, eventlog.ErrFailed), errors.Is(err, ErrShuttingDown), errors.Is(err, ErrClusterUnavailable):
 		w.Header().Set("Retry-After", "5")
 	}
 	if status == http.StatusUnauthorized {

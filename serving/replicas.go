@@ -60,7 +60,7 @@ type replication struct {
 //
 //   - every batch ingested through [Server.Ingest] is published to the
 //     shared event stream after the local append (a failed publication is
-//     logged and counted, the local write stands);
+//     logged, counted and answered 503: see [Server.Ingest]);
 //   - Run consumes the stream and ingests the other replicas' batches
 //     through the same path (append to the local log, apply to the graph,
 //     index fresh ads), idempotent by event id;
@@ -150,22 +150,23 @@ func (s *Server) applyRemote(ctx context.Context, b eventlog.Batch) error {
 	return nil
 }
 
-// publishBatch publishes a locally acknowledged batch to the stream; a
-// failure is logged and counted, never returned.
-func (s *Server) publishBatch(ctx context.Context, b eventlog.Batch, seq uint64) {
+// publishBatch publishes a locally stored batch to the stream; a failure
+// is logged, counted and returned.
+func (s *Server) publishBatch(ctx context.Context, b eventlog.Batch, seq uint64) (err error) {
 	r := s.repl.Load()
 	if r == nil || (len(b.Entities) == 0 && len(b.Events) == 0) {
-		return
+		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.opts.PublishTimeout)
 	defer cancel()
 	outcome := "ok"
-	if _, err := r.stream.Publish(ctx, b); err != nil {
+	if _, err = r.stream.Publish(ctx, b); err != nil {
 		outcome = "error"
 		s.logger.Error("publish ingested batch to the cluster stream; the other replicas miss it",
 			"seq", seq, "entities", len(b.Entities), "events", len(b.Events), "err", err)
 	}
 	s.tel.clusterPublished.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", outcome)))
+	return err
 }
 
 // announce publishes a snapshot the local trainer made to the model

@@ -76,10 +76,18 @@ type replica struct {
 	cl     *cluster.Client
 	client *api.ClientWithResponses
 	logBuf *syncBuffer
+	url    string // base URL
 	stop   func()
 }
 
 func startReplica(t *testing.T, prefix, id, dir string) *replica {
+	t.Helper()
+	return startReplicaAt(t, testRedisAddr(), 0, prefix, id, dir)
+}
+
+// startReplicaAt is startReplica on the Redis at addr, with the given
+// publication timeout (0: the default).
+func startReplicaAt(t *testing.T, addr string, publishTimeout time.Duration, prefix, id, dir string) *replica {
 	t.Helper()
 	ctx := context.Background()
 	buf := &syncBuffer{}
@@ -92,17 +100,18 @@ func startReplica(t *testing.T, prefix, id, dir string) *replica {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl, err := cluster.New(ctx, cluster.Options{Addr: testRedisAddr(), Prefix: prefix, ReplicaID: id, Logger: logger})
+	cl, err := cluster.New(ctx, cluster.Options{Addr: addr, Prefix: prefix, ReplicaID: id, Logger: logger})
 	if err != nil {
 		_ = srv.Close()
 		t.Fatal(err)
 	}
 	build := retrieval.BuildOptions{Quantizer: tinyQuantizer(), Logger: logger}
 	if err := srv.JoinCluster(cl, ClusterOptions{
-		Stream:   cluster.StreamOptions{Block: 200 * time.Millisecond, RetryBackoff: 50 * time.Millisecond},
-		Registry: cluster.RegistryOptions{PollInterval: 500 * time.Millisecond},
-		Lease:    cluster.LeaseOptions{TTL: 3 * time.Second},
-		Build:    build,
+		Stream:         cluster.StreamOptions{Block: 200 * time.Millisecond, RetryBackoff: 50 * time.Millisecond},
+		Registry:       cluster.RegistryOptions{PollInterval: 500 * time.Millisecond},
+		Lease:          cluster.LeaseOptions{TTL: 3 * time.Second},
+		Build:          build,
+		PublishTimeout: publishTimeout,
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +128,7 @@ func startReplica(t *testing.T, prefix, id, dir string) *replica {
 		t.Fatal(err)
 	}
 	runCtx, cancel := context.WithCancel(ctx)
-	r := &replica{t: t, id: id, dir: dir, srv: srv, cl: cl, logBuf: buf}
+	r := &replica{t: t, id: id, dir: dir, srv: srv, cl: cl, logBuf: buf, url: "http://" + ln.Addr().String()}
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		if err := srv.Run(runCtx, ln); err != nil {

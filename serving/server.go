@@ -42,6 +42,9 @@ type Server struct {
 	trainer  atomic.Pointer[Trainer]
 	repl     atomic.Pointer[replication] // nil outside a cluster
 	draining atomic.Bool
+	// publishFailedAt is the time (unix ns) of the last failed publication
+	// to the cluster stream, 0 after a success (see clusterWritable).
+	publishFailedAt atomic.Int64
 }
 
 var _ api.ServerInterface = (*Server)(nil)

@@ -109,3 +109,40 @@ func TestServeCorruptLog(t *testing.T) {
 		t.Errorf("serve after repair replayed %d events, want %d", events, 39*3)
 	}
 }
+
+// TestServeExposure: serve binds loopback by default and warns loudly when
+// writes are open (no API key), saying whether the address is exposed.
+func TestServeExposure(t *testing.T) {
+	if defaultAddr != "127.0.0.1:8080" {
+		t.Errorf("defaultAddr = %q, want loopback", defaultAddr)
+	}
+	for _, tc := range []struct {
+		name    string
+		addr    string
+		keys    []string
+		want    string
+		wantNot string
+	}{
+		{"no key on loopback", "127.0.0.1:0", nil, "network_exposed=false", ""},
+		{"no key on every interface", "0.0.0.0:0", nil, "network_exposed=true", ""},
+		{"with a key", "127.0.0.1:0", []string{"key-0123456789"}, "", "WRITES ARE OPEN"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, _, stderr := serveTestEnv(t)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			err := serve(ctx, e, serveConfig{dataDir: t.TempDir(), addr: tc.addr, apiKeys: tc.keys,
+				ready: func(context.Context, *serving.Server, net.Addr) { cancel() }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			logs := stderr.String()
+			if tc.want != "" && (!strings.Contains(logs, "level=WARN") || !strings.Contains(logs, "WRITES ARE OPEN") || !strings.Contains(logs, tc.want)) {
+				t.Errorf("log lacks the open-writes warning with %s:\n%s", tc.want, logs)
+			}
+			if tc.wantNot != "" && strings.Contains(logs, tc.wantNot) {
+				t.Errorf("log has %q:\n%s", tc.wantNot, logs)
+			}
+		})
+	}
+}
