@@ -58,6 +58,7 @@ func parseEvalFlags(e *env, args []string) (*evalFlags, error) {
 	f.ours.Build.Prior = prior.options()
 	f.ours.CoEngageWeight = prior.coWeightServing()
 	f.ours.Build.CoEngage = prior.coOptions()
+	f.cfg.RecentPopularity.HalfLife = prior.halfLife // the service's prior half-life
 	if f.cfg.Data == "" {
 		fs.Usage()
 		return nil, errors.Join(errUsage, errors.New("--data is required"))
