@@ -24,7 +24,7 @@ func BenchmarkTrainLoader(b *testing.B) {
 		if _, err := Train(gocontext.Background(), w.store, cfg, b.TempDir(), nil); err != nil {
 			b.Fatal(err)
 		}
-		return float64(3*32*cfg.Steps) / time.Since(start).Seconds()
+		return float64(3*cfg.WithDefaults().Pairs*cfg.Steps) / time.Since(start).Seconds()
 	}
 	b.ReportAllocs()
 	var pipe, syn float64
@@ -74,4 +74,25 @@ func BenchmarkEmbed(b *testing.B) {
 			b.ReportMetric(float64(size), "checkpoint_bytes")
 		})
 	}
+}
+
+// BenchmarkTrainStep reports training anchors/s of the default model and
+// training config over a few steps (the loader pipelined, as Train runs it
+// by default). Profile a step with -cpuprofile.
+func BenchmarkTrainStep(b *testing.B) {
+	w := newSynthWorld(b, 300, 300, 6, 20, 5)
+	var cfg TrainConfig
+	cfg.Steps = 10
+	cfg.EvalEvery = 1000
+	cfg = cfg.WithDefaults()
+	b.ReportAllocs()
+	var rate float64
+	for b.Loop() {
+		start := time.Now()
+		if _, err := Train(gocontext.Background(), w.store, cfg, b.TempDir(), nil); err != nil {
+			b.Fatal(err)
+		}
+		rate = float64(3*cfg.Pairs*cfg.Steps) / time.Since(start).Seconds()
+	}
+	b.ReportMetric(rate, "anchors/s")
 }

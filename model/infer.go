@@ -3,13 +3,12 @@ package model
 import (
 	gocontext "context"
 	"fmt"
+	G "github.com/gomlx/gomlx/pkg/core/graph" // aliased: the project has its own graph package
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/gomlx/pkg/ml/context"
 	"os"
 	"path/filepath"
 	"slices"
-
-	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX graph code reads best with the dot import
-	"github.com/gomlx/gomlx/pkg/core/tensors"
-	"github.com/gomlx/gomlx/pkg/ml/context"
 
 	"github.com/hir-ads/hir/graph"
 )
@@ -71,7 +70,7 @@ func Load(dir string) (*Model, error) {
 		return nil, err
 	}
 	mc := m.cfg.Model
-	m.exec, err = context.NewExec(be, m.ctx.Reuse(), func(ctx *context.Context, in []*Node) *Node {
+	m.exec, err = context.NewExec(be, m.ctx.Reuse(), func(ctx *context.Context, in []*G.Node) *G.Node {
 		return encode(ctx, mc, in)
 	})
 	if err != nil {
