@@ -2,6 +2,7 @@ package model
 
 import (
 	gocontext "context"
+	"math"
 	"math/rand/v2"
 	"sync"
 
@@ -31,12 +32,19 @@ func anySlice(ts []*tensors.Tensor) []any {
 func (tr *trainer) buildStep(step int, evs []event, asOf int64, salt uint64) *stepBatch {
 	P := len(evs)
 	rng := rand.New(rand.NewPCG(seedFor(tr.cfg.Seed, salt, uint64(step)), 11))
-	anchors := make([]graph.NodeID, 3*P)
+	queue := tr.cfg.Negatives > 0
+	na := 3 * P // sources, destinations, random nodes of the destinations' types
+	if queue {
+		na = 2 * P // the queue of earlier destinations replaces the random nodes
+	}
+	anchors := make([]graph.NodeID, na)
 	for i, ev := range evs {
 		anchors[i] = ev.src
 		anchors[P+i] = ev.dst
-		nn := tr.store.NumNodes(ev.dst.Type)
-		anchors[2*P+i] = graph.NodeID{Type: ev.dst.Type, Idx: uint32(rng.IntN(max(nn, 1)))}
+		if !queue {
+			nn := tr.store.NumNodes(ev.dst.Type)
+			anchors[2*P+i] = graph.NodeID{Type: ev.dst.Type, Idx: uint32(rng.IntN(max(nn, 1)))}
+		}
 	}
 	sb := &stepBatch{step: step}
 	teacher := make([]*graph.Subgraph, len(anchors))
@@ -64,7 +72,11 @@ func (tr *trainer) buildStep(step int, evs []event, asOf int64, salt uint64) *st
 			typ, lab = graph.EdgeInterested, 0 // explicit negative: never pulls together
 		}
 		bucket := int32(graph.TimeBucket(ev.ts - asOf))
-		for k, d := range []int{P + i, P + (i+1)%P, 2*P + i} {
+		third := 2*P + i // a random node
+		if queue {
+			third = P + (i+2)%P // another event's destination
+		}
+		for k, d := range []int{P + i, P + (i+1)%P, third} {
 			j := k*P + i
 			src[j], dst[j], et[j], tbk[j] = int32(i), int32(d), int32(typ), bucket
 			if k == 0 {
@@ -74,7 +86,7 @@ func (tr *trainer) buildStep(step int, evs []event, asOf int64, salt uint64) *st
 			}
 		}
 	}
-	rowW := make([]float32, n)
+	rowW := make([]float32, na)
 	for i := range rowW {
 		rowW[i] = 1
 	}
@@ -84,7 +96,15 @@ func (tr *trainer) buildStep(step int, evs []event, asOf int64, salt uint64) *st
 		tensors.FromFlatDataAndDimensions(src, n), tensors.FromFlatDataAndDimensions(dst, n),
 		tensors.FromFlatDataAndDimensions(et, n), tensors.FromFlatDataAndDimensions(tbk, n),
 		tensors.FromFlatDataAndDimensions(label, n), tensors.FromFlatDataAndDimensions(pw, n),
-		tensors.FromFlatDataAndDimensions(rowW, n))
+		tensors.FromFlatDataAndDimensions(rowW, na))
+	if queue {
+		logq, key := make([]float32, P), make([]int32, P)
+		for i, ev := range evs {
+			logq[i] = tr.logSampling(ev.dst)
+			key[i] = nodeKey(ev.dst)
+		}
+		sb.inputs = append(sb.inputs, tensors.FromFlatDataAndDimensions(logq, P), tensors.FromFlatDataAndDimensions(key, P))
+	}
 	sb.labels, sb.weights = label, pw
 	return sb
 }
@@ -169,4 +189,25 @@ func (tr *trainer) loader(ctx gocontext.Context, from, to int) (next func() *ste
 			close(done)
 			wg.Wait()
 		}
+}
+
+// nodeKey is an int32 identity of a node for in-graph comparisons.
+func nodeKey(id graph.NodeID) int32 {
+	return int32(id.Idx)*int32(graph.NumNodeTypes) + int32(id.Type)
+}
+
+// countDestinations counts how often each node is the destination of a
+// training event: the sampling frequency of the retrieval loss's candidates.
+func (tr *trainer) countDestinations() {
+	tr.dstCount = make(map[graph.NodeID]int, 1024)
+	for _, ev := range tr.train {
+		tr.dstCount[ev.dst]++
+	}
+}
+
+// logSampling is the log of the probability that a training event's
+// destination is id (a node seen in no training event counts once).
+func (tr *trainer) logSampling(id graph.NodeID) float32 {
+	c := max(tr.dstCount[id], 1)
+	return float32(math.Log(float64(c) / float64(max(len(tr.train), 1))))
 }

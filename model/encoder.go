@@ -26,14 +26,14 @@ const (
 type encoderInputs struct {
 	nodeType, hash, text, textMask, attr, attrMask, vec *G.Node
 	hop, edgeType, timeBucket, weight, walk, mask       *G.Node
-	spd, typePair                                       *G.Node
+	spd, typePair, idRows                               *G.Node
 }
 
 func splitInputs(in []*G.Node) encoderInputs {
 	if len(in) != numBatchInputs {
 		panic(fmt.Sprintf("model: encoder wants %d inputs, got %d", numBatchInputs, len(in)))
 	}
-	return encoderInputs{in[0], in[1], in[2], in[3], in[4], in[5], in[6], in[7], in[8], in[9], in[10], in[11], in[12], in[13], in[14]}
+	return encoderInputs{in[0], in[1], in[2], in[3], in[4], in[5], in[6], in[7], in[8], in[9], in[10], in[11], in[12], in[13], in[14], in[15]}
 }
 
 // gatherRows gathers rows of table [V, D] for integer indices of any shape,
@@ -83,6 +83,12 @@ func encode(ctx *context.Context, c Config, inputs []*G.Node) *G.Node {
 	// Deep hash embedding: k hashes in [-1,1] -> shared MLP. No per-id table.
 	h := activations.Gelu(dense(ctx, "hash_1", in.hash, true, c.HashDim))
 	x = G.Add(x, dense(ctx, "hash_2", h, true, D))
+	// Per-id rows: the sum of the two hashed rows of the node's id.
+	if c.IDRows > 1 {
+		idc := ctx.In("id_rows").WithInitializer(initializers.RandomNormalFn(ctx, idInitStddev))
+		idTbl := idc.VariableWithShape("table", shapes.Make(dtypes.Float32, c.IDRows, D)).ValueGraph(g)
+		x = G.Add(x, G.ReduceSum(gatherRows(idTbl, in.idRows), 2))
+	}
 	// Text EmbeddingBag: masked mean of hashed word / bigram bucket embeddings.
 	x = G.Add(x, bagMean(gatherRows(contentTbl("text", c.TextBkts, D), in.text), in.textMask))
 	// Per-type attributes: hashed key=value buckets, masked mean.
@@ -125,6 +131,10 @@ func encode(ctx *context.Context, c Config, inputs []*G.Node) *G.Node {
 
 // contentInitStddev is the initial scale of the content bucket embeddings.
 const contentInitStddev = 2.0
+
+// idInitStddev is the initial scale of the per-id hashed rows: small, so
+// that an id seen in no training event (a new ad) adds little noise.
+const idInitStddev = 0.05
 
 // bagMean is the masked mean over the bag axis: emb [B,N,T,D], mask [B,N,T].
 func bagMean(emb, mask *G.Node) *G.Node {

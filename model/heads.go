@@ -7,6 +7,7 @@ import (
 	G "github.com/gomlx/gomlx/pkg/core/graph" // aliased: the project has its own graph package
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/gomlx/gomlx/pkg/ml/context/initializers"
 
 	"github.com/hir-ads/hir/graph"
 )
@@ -111,19 +112,91 @@ func engagementLogits(ctx *context.Context, c Config, emb, src, dst, etype, tbuc
 // user next to the ads of its interests. label [3P] holds each event's label
 // in its first P entries; explicit negatives (label 0) are left out, so they
 // never pull together.
-func alignLoss(emb, label *G.Node, temp float64) *G.Node {
+func alignLoss(emb, label *G.Node, P int, temp float64) *G.Node {
 	g := emb.Graph()
-	P := emb.Shape().Dimensions[0] / 3
+	nc := emb.Shape().Dimensions[0] - P
 	srcIdx := G.Iota(g, shapes.Make(dtypes.Int32, P), 0)
-	candIdx := G.AddScalar(G.Iota(g, shapes.Make(dtypes.Int32, 2*P), 0), float64(P))
+	candIdx := G.AddScalar(G.Iota(g, shapes.Make(dtypes.Int32, nc), 0), float64(P))
 	us := gatherRows(emb, srcIdx)                          // [P,E]
-	cs := gatherRows(emb, candIdx)                         // [2P,E]: destinations, then random nodes
+	cs := gatherRows(emb, candIdx)                         // [nc,E]: destinations, then random nodes if any
 	ds := gatherRows(emb, G.AddScalar(srcIdx, float64(P))) // [P,E]
 	posW := G.Reshape(gatherRows(G.Reshape(label, -1, 1), srcIdx), -1)
 	fwd := G.LogSoftmax(G.DivScalar(G.Einsum("pe,qe->pq", us, cs), temp), -1)
 	bwd := G.LogSoftmax(G.DivScalar(G.Einsum("pe,qe->pq", ds, us), temp), -1)
-	return G.Add(softCE(G.OneHot(srcIdx, 2*P, dtypes.Float32), fwd, posW),
+	return G.Add(softCE(G.OneHot(srcIdx, nc, dtypes.Float32), fwd, posW),
 		softCE(G.OneHot(srcIdx, P, dtypes.Float32), bwd, posW))
+}
+
+// scopeQueue holds the queue of recent destination embeddings (training
+// state, saved with the optimizer's, not with the model's weights).
+const scopeQueue = "negatives"
+
+// emptyLogQ is the log-sampling correction of an empty queue slot: its
+// logit is so low that it takes no probability.
+const emptyLogQ = 1e4
+
+// queueVars returns the queue of recent destination embeddings [Q,E], their
+// log sampling probabilities [Q] and their node keys [Q] (see nodeKey).
+func queueVars(ctx *context.Context, c Config, q int) (emb, logq, key *context.Variable) {
+	qc := ctx.In(scopeQueue).Checked(false)
+	emb = qc.WithInitializer(initializers.Zero).VariableWithShape("emb", shapes.Make(dtypes.Float32, q, c.EmbedDim))
+	lq := make([]float32, q)
+	ks := make([]int32, q)
+	for i := range lq {
+		lq[i], ks[i] = emptyLogQ, -1
+	}
+	logq = qc.VariableWithValue("logq", lq)
+	key = qc.VariableWithValue("key", ks)
+	for _, v := range []*context.Variable{emb, logq, key} {
+		v.SetTrainable(false)
+	}
+	return emb, logq, key
+}
+
+// retrievalLoss is the sampled softmax of each event's source over its
+// destination, the batch's other destinations and the queue of earlier
+// destinations, by the plain dot product the index re-ranks with, each
+// candidate's logit corrected by minus its log sampling probability
+// (candidates are drawn by popularity; the correction makes the loss
+// estimate a softmax over the whole catalogue). A candidate that is the
+// event's own destination node (a repeat in the batch or in the queue) is
+// left out. The backward direction (each destination picks its source among
+// the sources) and the label weighting are alignLoss's. emb holds P sources
+// then P destinations; logq and key are the destinations' [P]. With train
+// set the batch's destinations are pushed into the queue.
+func retrievalLoss(ctx *context.Context, c Config, q int, emb, label, logq, key *G.Node, temp float64, train bool) *G.Node {
+	g := emb.Graph()
+	P := emb.Shape().Dimensions[0] / 2
+	srcIdx := G.Iota(g, shapes.Make(dtypes.Int32, P), 0)
+	us := gatherRows(emb, srcIdx)                          // [P,E]
+	ds := gatherRows(emb, G.AddScalar(srcIdx, float64(P))) // [P,E]
+	posW := G.Reshape(gatherRows(G.Reshape(label, -1, 1), srcIdx), -1)
+	qEmbV, qLogqV, qKeyV := queueVars(ctx, c, q)
+	qEmb, qLogq, qKey := qEmbV.ValueGraph(g), qLogqV.ValueGraph(g), qKeyV.ValueGraph(g)
+
+	block := func(cands, candLogq, candKey *G.Node, keepDiag bool) *G.Node {
+		l := G.Sub(G.DivScalar(G.Einsum("pe,qe->pq", us, cands), temp), G.InsertAxes(candLogq, 0))
+		same := G.Equal(G.InsertAxes(key, -1), G.InsertAxes(candKey, 0)) // [P,C]
+		if keepDiag {
+			n := candKey.Shape().Dimensions[0]
+			eye := G.Equal(G.Iota(g, shapes.Make(dtypes.Int32, P, n), 0), G.Iota(g, shapes.Make(dtypes.Int32, P, n), 1))
+			same = G.LogicalAnd(same, G.LogicalNot(eye))
+		}
+		return G.Where(same, G.BroadcastToShape(G.Scalar(g, dtypes.Float32, -1e9), l.Shape()), l)
+	}
+	inBatch := block(ds, logq, key, true)
+	inQueue := block(G.StopGradient(qEmb), qLogq, qKey, false)
+	fwd := G.LogSoftmax(G.Concatenate([]*G.Node{inBatch, inQueue}, 1), -1)
+	bwd := G.LogSoftmax(G.DivScalar(G.Einsum("pe,qe->pq", ds, us), temp), -1)
+	loss := G.Add(softCE(G.OneHot(srcIdx, P+q, dtypes.Float32), fwd, posW),
+		softCE(G.OneHot(srcIdx, P, dtypes.Float32), bwd, posW))
+	if train {
+		keep := G.AxisRange(0, q-P)
+		qEmbV.SetValueGraph(G.Concatenate([]*G.Node{G.StopGradient(ds), G.Slice(qEmb, keep)}, 0))
+		qLogqV.SetValueGraph(G.Concatenate([]*G.Node{logq, G.Slice(qLogq, keep)}, 0))
+		qKeyV.SetValueGraph(G.Concatenate([]*G.Node{key, G.Slice(qKey, keep)}, 0))
+	}
+	return loss
 }
 
 // coldAlignLoss is alignLoss across views, averaged over both ways: the
@@ -131,23 +204,23 @@ func alignLoss(emb, label *G.Node, temp float64) *G.Node {
 // the sources' teacher embeddings against the destinations' student ones.
 // A student view is often the anchor alone (graph.ViewOptions.AnchorOnly),
 // so this places a user or ad that has no edges yet from its content.
-func coldAlignLoss(teacher, student, label *G.Node, temp float64) *G.Node {
+func coldAlignLoss(teacher, student, label *G.Node, P int, temp float64) *G.Node {
 	g := teacher.Graph()
-	P := teacher.Shape().Dimensions[0] / 3
-	// mix takes the student rows where sel is 1 (a constant [3P,1] mask;
+	A := teacher.Shape().Dimensions[0]
+	// mix takes the student rows where sel is 1 (a constant [A,1] mask;
 	// arithmetic, since Slice has no gradient on SimpleGo).
 	mix := func(srcStudent bool) *G.Node {
-		sel := make([]float32, 3*P)
+		sel := make([]float32, A)
 		for i := range sel {
 			if (i < P) == srcStudent {
 				sel[i] = 1
 			}
 		}
 		m := G.Const(g, sel)
-		m = G.Reshape(m, 3*P, 1)
+		m = G.Reshape(m, A, 1)
 		return G.Add(G.Mul(student, m), G.Mul(teacher, G.OneMinus(m)))
 	}
-	return G.MulScalar(G.Add(alignLoss(mix(true), label, temp), alignLoss(mix(false), label, temp)), 0.5)
+	return G.MulScalar(G.Add(alignLoss(mix(true), label, P, temp), alignLoss(mix(false), label, P, temp)), 0.5)
 }
 
 // stepOutputs indexes the outputs of the loss graph.
@@ -161,16 +234,21 @@ const (
 )
 
 // lossGraph builds the losses of one step. in holds the teacher batch, the
-// student batch, then src, dst, etype, tbucket [P] int32, label and weight [P]
-// float32 and rowWeight [A] float32 (0 for bucket padding rows). With train
-// set (the training step, not evaluation) it also updates the prototypes
-// when c.ProtoMomentum > 0.
-func lossGraph(ctx *context.Context, c Config, w LossWeights, in []*G.Node, train bool) (total *G.Node, outs []*G.Node) {
+// student batch (A anchors each: P event sources, P destinations, and P
+// random nodes when queue is 0), then src, dst, etype, tbucket [3P] int32,
+// label and weight [3P] float32 (three scored pairs per event) and rowWeight
+// [A] float32 (0 for bucket padding rows); with queue > 0 (the size of the
+// queue of earlier destinations, see retrievalLoss) also the destinations'
+// log sampling probabilities [P] float32 and node keys [P] int32. With
+// train set (the training step, not evaluation) it also updates the
+// prototypes when c.ProtoMomentum > 0, and the queue.
+func lossGraph(ctx *context.Context, c Config, w LossWeights, queue int, in []*G.Node, train bool) (total *G.Node, outs []*G.Node) {
 	teacher := encode(ctx, c, in[:numBatchInputs])
 	student := encode(ctx, c, in[numBatchInputs:2*numBatchInputs])
 	p := in[2*numBatchInputs:]
 	src, dst, etype, tbucket, label, pw, rowW := p[0], p[1], p[2], p[3], p[4], p[5], p[6]
 	g := teacher.Graph()
+	P := src.Shape().Dimensions[0] / 3
 
 	L := len(c.Prototypes)
 	distill := make([]*G.Node, L)
@@ -199,9 +277,14 @@ func lossGraph(ctx *context.Context, c Config, w LossWeights, in []*G.Node, trai
 	}
 	total = G.Add(total, G.MulScalar(hier, w.Hierarchy))
 
-	align := alignLoss(teacher, label, c.AlignTemp)
+	var align *G.Node
+	if queue > 0 {
+		align = retrievalLoss(ctx, c, queue, teacher, label, p[7], p[8], c.AlignTemp, train)
+	} else {
+		align = alignLoss(teacher, label, P, c.AlignTemp)
+	}
 	total = G.Add(total, G.MulScalar(align, w.Align))
-	cold := coldAlignLoss(teacher, student, label, c.AlignTemp)
+	cold := coldAlignLoss(teacher, student, label, P, c.AlignTemp)
 	total = G.Add(total, G.MulScalar(cold, w.ColdAlign))
 
 	logits := engagementLogits(ctx, c, teacher, src, dst, etype, tbucket)

@@ -57,7 +57,7 @@ func TestAlignLoss(t *testing.T) {
 	onlyFirst := make([]float32, 3*P)
 	onlyFirst[0] = 1
 	chance := math.Log(2*P) + math.Log(P)
-	exec := G.MustNewExec(be, func(emb, label *G.Node) *G.Node { return alignLoss(emb, label, 0.1) })
+	exec := G.MustNewExec(be, func(emb, label *G.Node) *G.Node { return alignLoss(emb, label, P, 0.1) })
 	loss := func(flat, label []float32) float64 {
 		out := exec.MustExec(tensors.FromFlatDataAndDimensions(flat, 3*P, E), tensors.FromFlatDataAndDimensions(label, 3*P))
 		return float64(out[0].Value().(float32))
@@ -95,7 +95,7 @@ func TestAlignLoss(t *testing.T) {
 	// unrelated to the teacher's (every row random) is at chance level
 	// both ways, even when the teacher views are matched.
 	cold := G.MustNewExec(be, func(teacher, student, label *G.Node) *G.Node {
-		return coldAlignLoss(teacher, student, label, 0.1)
+		return coldAlignLoss(teacher, student, label, P, 0.1)
 	})
 	coldLoss := func(teacher, student []float32) float64 {
 		out := cold.MustExec(tensors.FromFlatDataAndDimensions(teacher, 3*P, E), tensors.FromFlatDataAndDimensions(student, 3*P, E),

@@ -42,6 +42,7 @@ func Load(dir string) (*Model, error) {
 		dir = latest
 	}
 	m := &Model{}
+	m.cfg.Model.IDRows = -1 // kept when config.json predates the per-id table
 	if err := readJSON(filepath.Join(dir, FileConfig), &m.cfg); err != nil {
 		return nil, fmt.Errorf("load model: %w", err)
 	}

@@ -48,10 +48,20 @@ type TrainConfig struct {
 	ValPairs     int     `json:"val_pairs"`     // validation events evaluated (default 4*Pairs)
 	EvalEvery    int     `json:"eval_every"`    // validation every N steps, and at the end (default 100)
 	LogEvery     int     `json:"log_every"`     // progress line every N steps (default 10)
-	Workers      int     `json:"workers"`       // sampler goroutines (default 2)
-	Queue        int     `json:"queue"`         // batches prepared ahead (default 4)
-	Synchronous  bool    `json:"synchronous"`   // sample on the training goroutine (benchmark baseline)
-	Resume       bool    `json:"resume"`        // continue from the latest version in the data dir
+	// Negatives is the size of the queue of recent destination embeddings
+	// (MoCo style, no gradient) that the retrieval loss scores besides the
+	// batch's own destinations, with a log-popularity correction; the queue
+	// replaces the P random nodes a step otherwise encodes as negatives.
+	// Default 1024; negative: no queue, random nodes and the plain in-batch
+	// alignment loss (the model before the queue).
+	Negatives int `json:"negatives"`
+	Workers   int `json:"workers"` // sampler goroutines (default 2)
+	Queue     int `json:"queue"`   // batches prepared ahead (default 4)
+	// SnapshotEvery, when > 0, also writes a version every that many steps
+	// before the last (for quality-against-training-time curves).
+	SnapshotEvery int  `json:"snapshot_every,omitempty"`
+	Synchronous   bool `json:"synchronous"` // sample on the training goroutine (benchmark baseline)
+	Resume        bool `json:"resume"`      // continue from the latest version in the data dir
 
 	// Logger receives diagnostics; nil discards them.
 	Logger *slog.Logger `json:"-"`
@@ -73,6 +83,12 @@ func (c TrainConfig) WithDefaults() TrainConfig {
 	set(&c.LogEvery, 10)
 	set(&c.Workers, 2)
 	set(&c.Queue, 4)
+	if c.Negatives == 0 {
+		c.Negatives = 1024
+	}
+	if c.Negatives > 0 {
+		c.Negatives = max(c.Negatives, c.Pairs) // a step pushes Pairs rows
+	}
 	if c.LearningRate <= 0 {
 		c.LearningRate = 2e-3
 	}
@@ -105,6 +121,9 @@ type trainer struct {
 	train   []event // shuffled within blocks per epoch, see eventsForStep
 	val     []event
 	splitTS int64
+	// dstCount counts the training events of each destination (see
+	// logSampling).
+	dstCount map[graph.NodeID]int
 	// shift offsets step numbers in the block schedule so that a run ends
 	// on the newest block (see endOnNewest).
 	shift int
@@ -137,6 +156,7 @@ func Train(ctx gocontext.Context, store *graph.Store, cfg TrainConfig, dataDir s
 	if err := tr.loadEvents(); err != nil {
 		return nil, err
 	}
+	tr.countDestinations()
 
 	mctx := newModelContext(int64(cfg.Seed))
 	startStep := 0
@@ -146,11 +166,12 @@ func Train(ctx gocontext.Context, store *graph.Store, cfg TrainConfig, dataDir s
 			return nil, fmt.Errorf("resume: %w", err)
 		}
 		var cc CheckpointConfig
+		cc.Model.IDRows = -1 // kept when config.json predates the per-id table
 		if err := readJSON(filepath.Join(dir, FileConfig), &cc); err != nil {
 			return nil, fmt.Errorf("resume: %w", err)
 		}
 		if !slices.Equal(cc.Model.Prototypes, cfg.Model.Prototypes) || cc.Model.Dim != cfg.Model.Dim ||
-			cc.Model.EmbedDim != cfg.Model.EmbedDim || cc.Model.Layers != cfg.Model.Layers {
+			cc.Model.EmbedDim != cfg.Model.EmbedDim || cc.Model.Layers != cfg.Model.Layers || cc.Model.IDRows != cfg.Model.IDRows {
 			return nil, fmt.Errorf("resume from %s: %w: model config differs", dir, ErrBadConfig)
 		}
 		if err := loadVariables(mctx, filepath.Join(dir, FileWeights)); err != nil {
@@ -168,7 +189,7 @@ func Train(ctx gocontext.Context, store *graph.Store, cfg TrainConfig, dataDir s
 	opt := optimizers.Adam().LearningRate(cfg.LearningRate).WeightDecay(cfg.WeightDecay).Done()
 	mc, lw := cfg.Model, cfg.Loss
 	trainExec, err := context.NewExec(be, mctx, func(ctx *context.Context, in []*G.Node) []*G.Node {
-		total, outs := lossGraph(ctx, mc, lw, in, true)
+		total, outs := lossGraph(ctx, mc, lw, max(cfg.Negatives, 0), in, true)
 		opt.UpdateGraph(ctx, total.Graph(), total)
 		return outs
 	})
@@ -176,7 +197,7 @@ func Train(ctx gocontext.Context, store *graph.Store, cfg TrainConfig, dataDir s
 		return nil, fmt.Errorf("build train step: %w", err)
 	}
 	evalExec, err := context.NewExec(be, mctx, func(ctx *context.Context, in []*G.Node) []*G.Node {
-		_, outs := lossGraph(ctx, mc, lw, in, false)
+		_, outs := lossGraph(ctx, mc, lw, max(cfg.Negatives, 0), in, false)
 		return outs
 	})
 	if err != nil {
@@ -227,7 +248,7 @@ func Train(ctx gocontext.Context, store *graph.Store, cfg TrainConfig, dataDir s
 			}
 		}
 		accumulate(&acc, sm, &accN)
-		anchorsSinceLog += 3 * cfg.Pairs
+		anchorsSinceLog += tr.anchorsPerStep()
 		step := s + 1
 		if step%cfg.LogEvery == 0 || step == startStep+cfg.Steps || step%cfg.EvalEvery == 0 {
 			rec := average(acc, accN)
@@ -255,15 +276,31 @@ func Train(ctx gocontext.Context, store *graph.Store, cfg TrainConfig, dataDir s
 			cfg.Logger.Debug("train step", "step", step, "loss", rec.Total)
 			acc, accN, anchorsSinceLog, lastLog = StepMetrics{}, 0, 0, time.Now()
 		}
+		if cfg.SnapshotEvery > 0 && step%cfg.SnapshotEvery == 0 && step < startStep+cfg.Steps {
+			snap := metrics
+			snap.Steps, snap.GlobalStep, snap.Seconds = step-startStep, step, time.Since(start).Seconds()
+			snap.AnchorsPerS = float64(tr.anchorsPerStep()*(step-startStep)) / snap.Seconds
+			if _, err := writeVersion(mctx, tr.cfg, dataDir, snap); err != nil {
+				return nil, fmt.Errorf("snapshot at step %d: %w", step, err)
+			}
+		}
 	}
 	prog.finish()
 	metrics.Steps = cfg.Steps
 	metrics.GlobalStep = startStep + cfg.Steps
 	metrics.Seconds = time.Since(start).Seconds()
-	metrics.AnchorsPerS = float64(3*cfg.Pairs*cfg.Steps) / metrics.Seconds
+	metrics.AnchorsPerS = float64(tr.anchorsPerStep()*cfg.Steps) / metrics.Seconds
 	if n := len(metrics.History); n > 0 {
 		last := metrics.History[n-1]
 		metrics.Last = &last
 	}
 	return writeVersion(mctx, tr.cfg, dataDir, metrics)
+}
+
+// anchorsPerStep is the number of subgraphs a step encodes in each view.
+func (tr *trainer) anchorsPerStep() int {
+	if tr.cfg.Negatives > 0 {
+		return 2 * tr.cfg.Pairs
+	}
+	return 3 * tr.cfg.Pairs
 }
