@@ -77,30 +77,41 @@ func BenchmarkEmbed(b *testing.B) {
 	}
 }
 
-// BenchmarkTrainStep reports training anchors/s of the default model and
-// training config over a few steps (the loader pipelined, as Train runs it
-// by default). Profile a step with -cpuprofile.
+// BenchmarkTrainStep reports training anchors/s, steps/s and anchors per
+// CPU second of the default model and training config over a few steps (the
+// loader pipelined, as Train runs it by default), with the queue of
+// negatives (the default) and with random negative anchors instead
+// (negatives=-1, the model before the queue). Profile with -cpuprofile.
 func BenchmarkTrainStep(b *testing.B) {
 	w := newSynthWorld(b, 300, 300, 6, 20, 5)
-	var cfg TrainConfig
-	cfg.Steps = 6
-	cfg.EvalEvery = 1000
-	cfg = cfg.WithDefaults()
-	b.ReportAllocs()
-	var rate, cpuRate float64
-	for b.Loop() {
-		start, cpu0 := time.Now(), processCPUSeconds()
-		if _, err := Train(gocontext.Background(), w.store, cfg, b.TempDir(), nil); err != nil {
-			b.Fatal(err)
-		}
-		anchors := float64(3 * cfg.Pairs * cfg.Steps)
-		rate = anchors / time.Since(start).Seconds()
-		cpuRate = anchors / (processCPUSeconds() - cpu0)
+	for _, neg := range []int{0, -1} {
+		b.Run(fmt.Sprintf("negatives=%d", neg), func(b *testing.B) {
+			var cfg TrainConfig
+			cfg.Steps = 6
+			cfg.EvalEvery = 1000
+			cfg.Negatives = neg
+			cfg = cfg.WithDefaults()
+			anchors := 2 * cfg.Pairs
+			if neg < 0 {
+				anchors = 3 * cfg.Pairs
+			}
+			b.ReportAllocs()
+			var secs, cpu float64
+			for b.Loop() {
+				start, cpu0 := time.Now(), processCPUSeconds()
+				if _, err := Train(gocontext.Background(), w.store, cfg, b.TempDir(), nil); err != nil {
+					b.Fatal(err)
+				}
+				secs, cpu = time.Since(start).Seconds(), processCPUSeconds()-cpu0
+			}
+			b.ReportMetric(float64(anchors*cfg.Steps)/secs, "anchors/s")
+			b.ReportMetric(float64(cfg.Steps)/secs, "steps/s")
+			// On a shared machine wall time depends on the neighbours; CPU
+			// time (user + system, all threads) much less.
+			b.ReportMetric(float64(anchors*cfg.Steps)/cpu, "anchors/cpu-s")
+			b.ReportMetric(float64(cfg.Steps)/cpu, "steps/cpu-s")
+		})
 	}
-	b.ReportMetric(rate, "anchors/s")
-	// On a shared machine wall time depends on the neighbours; CPU time
-	// (user + system, all threads) much less.
-	b.ReportMetric(cpuRate, "anchors/cpu-s")
 }
 
 // processCPUSeconds is the user + system CPU time of this process so far.

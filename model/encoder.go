@@ -137,8 +137,11 @@ const contentInitStddev = 2.0
 const idInitStddev = 0.05
 
 // bagMean is the masked mean over the bag axis: emb [B,N,T,D], mask [B,N,T].
+// The masked sum is a product and a reduction, not an Einsum: as a
+// DotGeneral it is B*N tiny batched products, which SimpleGo runs (and
+// differentiates) far slower than the elementwise form.
 func bagMean(emb, mask *G.Node) *G.Node {
-	s := G.Einsum("bntd,bnt->bnd", emb, mask)
+	s := G.ReduceSum(G.Mul(emb, G.InsertAxes(mask, -1)), 2)
 	cnt := G.Max(G.ReduceSum(mask, -1), G.OnesLike(G.ReduceSum(mask, -1)))
 	return G.Div(s, G.InsertAxes(cnt, -1))
 }
