@@ -79,21 +79,21 @@ func BenchmarkEmbed(b *testing.B) {
 
 // BenchmarkTrainStep reports training anchors/s, steps/s and anchors per
 // CPU second of the default model and training config over a few steps (the
-// loader pipelined, as Train runs it by default), with the queue of
-// negatives (the default) and with random negative anchors instead
-// (negatives=-1, the model before the queue). Profile with -cpuprofile.
+// loader pipelined, as Train runs it by default), with random negative
+// anchors (negatives=0, the default) and with the queue of negatives
+// instead (negatives=1024). Profile with -cpuprofile.
 func BenchmarkTrainStep(b *testing.B) {
 	w := newSynthWorld(b, 300, 300, 6, 20, 5)
-	for _, neg := range []int{0, -1} {
+	for _, neg := range []int{0, 1024} {
 		b.Run(fmt.Sprintf("negatives=%d", neg), func(b *testing.B) {
 			var cfg TrainConfig
 			cfg.Steps = 6
 			cfg.EvalEvery = 1000
 			cfg.Negatives = neg
 			cfg = cfg.WithDefaults()
-			anchors := 2 * cfg.Pairs
-			if neg < 0 {
-				anchors = 3 * cfg.Pairs
+			anchors := 3 * cfg.Pairs
+			if neg > 0 {
+				anchors = 2 * cfg.Pairs
 			}
 			b.ReportAllocs()
 			var secs, cpu float64

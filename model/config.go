@@ -37,8 +37,9 @@ type Config struct {
 	VectorDim int `json:"vector_dim"`   // client vectors are truncated / zero-padded to this
 	// IDRows is the size of the per-id hashed embedding table: every node
 	// adds the rows of two hashes of its id (so memory stays bounded
-	// whatever the vocabulary), beside the deep hash embedding. Negative:
-	// no table (a checkpoint written before the table existed loads so).
+	// whatever the vocabulary), beside the deep hash embedding. Negative
+	// (the default): no table (a checkpoint written before the table
+	// existed loads so). 1<<14 rows were measured (docs/evaluation.md).
 	IDRows int `json:"id_rows"`
 
 	// Prototypes are the number of interest primitives per level, coarse to fine.
@@ -63,7 +64,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		Dim: 64, Heads: 4, Layers: 2, FFNDim: 128, EmbedDim: 64,
-		HashK: 16, HashDim: 64, IDRows: 1 << 14,
+		HashK: 16, HashDim: 64, IDRows: -1,
 		TextBkts: 1 << 14, TextLen: 24, AttrBkts: 1 << 10, AttrLen: 8, VectorDim: 32,
 		Prototypes:    []int{16, 64, 256},
 		StudentTemp:   0.1,

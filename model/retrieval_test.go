@@ -136,6 +136,8 @@ func TestSnapshotsAndOldConfig(t *testing.T) {
 	cfg := tinyConfig()
 	cfg.Steps = 4
 	cfg.SnapshotEvery = 2
+	cfg.Negatives = 16 // the queue and the per-id table on
+	cfg.Model.IDRows = 64
 	ck, err := Train(gocontext.Background(), w.store, cfg, dir, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -150,6 +152,7 @@ func TestSnapshotsAndOldConfig(t *testing.T) {
 	// An old config: no id_rows key. The model trained without the table
 	// (IDRows -1) stands in for an old one.
 	cfg.SnapshotEvery = 0
+	cfg.Negatives = 0
 	cfg.Model.IDRows = -1
 	old, err := Train(gocontext.Background(), w.store, cfg, t.TempDir(), nil)
 	if err != nil {
