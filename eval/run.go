@@ -13,7 +13,7 @@ import (
 )
 
 // MethodNames lists the baselines [NewMethod] builds, in report order.
-var methodNames = [...]string{"popularity", "item-knn", "bpr", "content"}
+var methodNames = [...]string{"popularity", MethodRecentPopularity, "item-knn", "bpr", "content"}
 
 // MethodNames returns the names of the built-in baselines.
 func MethodNames() []string { return slices.Clone(methodNames[:]) }
@@ -63,9 +63,10 @@ type Config struct {
 	// NMI/purity against the planted levels is reported.
 	TokenLevels TokenLevels
 
-	ItemKNN ItemKNNOptions
-	BPR     BPROptions
-	Content ContentOptions
+	ItemKNN          ItemKNNOptions
+	BPR              BPROptions
+	Content          ContentOptions
+	RecentPopularity RecentPopularityOptions
 	// Logger receives progress (default: discard).
 	Logger *slog.Logger
 }
@@ -128,6 +129,8 @@ func NewMethod(name string, cfg *Config) (Recommender, error) {
 	switch name {
 	case "popularity":
 		return NewPopularity(), nil
+	case MethodRecentPopularity:
+		return NewRecentPopularity(cfg.RecentPopularity)
 	case "item-knn":
 		return NewItemKNN(cfg.ItemKNN)
 	case "bpr":

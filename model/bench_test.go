@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -24,7 +25,7 @@ func BenchmarkTrainLoader(b *testing.B) {
 		if _, err := Train(gocontext.Background(), w.store, cfg, b.TempDir(), nil); err != nil {
 			b.Fatal(err)
 		}
-		return float64(3*32*cfg.Steps) / time.Since(start).Seconds()
+		return float64(3*cfg.WithDefaults().Pairs*cfg.Steps) / time.Since(start).Seconds()
 	}
 	b.ReportAllocs()
 	var pipe, syn float64
@@ -74,4 +75,50 @@ func BenchmarkEmbed(b *testing.B) {
 			b.ReportMetric(float64(size), "checkpoint_bytes")
 		})
 	}
+}
+
+// BenchmarkTrainStep reports training anchors/s, steps/s and anchors per
+// CPU second of the default model and training config over a few steps (the
+// loader pipelined, as Train runs it by default), with random negative
+// anchors (negatives=0, the default) and with the queue of negatives
+// instead (negatives=1024). Profile with -cpuprofile.
+func BenchmarkTrainStep(b *testing.B) {
+	w := newSynthWorld(b, 300, 300, 6, 20, 5)
+	for _, neg := range []int{0, 1024} {
+		b.Run(fmt.Sprintf("negatives=%d", neg), func(b *testing.B) {
+			var cfg TrainConfig
+			cfg.Steps = 6
+			cfg.EvalEvery = 1000
+			cfg.Negatives = neg
+			cfg = cfg.WithDefaults()
+			anchors := 3 * cfg.Pairs
+			if neg > 0 {
+				anchors = 2 * cfg.Pairs
+			}
+			b.ReportAllocs()
+			var secs, cpu float64
+			for b.Loop() {
+				start, cpu0 := time.Now(), processCPUSeconds()
+				if _, err := Train(gocontext.Background(), w.store, cfg, b.TempDir(), nil); err != nil {
+					b.Fatal(err)
+				}
+				secs, cpu = time.Since(start).Seconds(), processCPUSeconds()-cpu0
+			}
+			b.ReportMetric(float64(anchors*cfg.Steps)/secs, "anchors/s")
+			b.ReportMetric(float64(cfg.Steps)/secs, "steps/s")
+			// On a shared machine wall time depends on the neighbours; CPU
+			// time (user + system, all threads) much less.
+			b.ReportMetric(float64(anchors*cfg.Steps)/cpu, "anchors/cpu-s")
+			b.ReportMetric(float64(cfg.Steps)/cpu, "steps/cpu-s")
+		})
+	}
+}
+
+// processCPUSeconds is the user + system CPU time of this process so far.
+func processCPUSeconds() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
 }

@@ -35,6 +35,12 @@ type Config struct {
 	AttrBkts  int `json:"attr_buckets"` // hashed key=value buckets
 	AttrLen   int `json:"attr_len"`     // max attributes per token
 	VectorDim int `json:"vector_dim"`   // client vectors are truncated / zero-padded to this
+	// IDRows is the size of the per-id hashed embedding table: every node
+	// adds the rows of two hashes of its id (so memory stays bounded
+	// whatever the vocabulary), beside the deep hash embedding. Negative
+	// (the default): no table (a checkpoint written before the table
+	// existed loads so). 1<<14 rows were measured (docs/evaluation.md).
+	IDRows int `json:"id_rows"`
 
 	// Prototypes are the number of interest primitives per level, coarse to fine.
 	Prototypes []int `json:"prototypes"`
@@ -58,7 +64,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		Dim: 64, Heads: 4, Layers: 2, FFNDim: 128, EmbedDim: 64,
-		HashK: 16, HashDim: 64,
+		HashK: 16, HashDim: 64, IDRows: -1,
 		TextBkts: 1 << 14, TextLen: 24, AttrBkts: 1 << 10, AttrLen: 8, VectorDim: 32,
 		Prototypes:    []int{16, 64, 256},
 		StudentTemp:   0.1,
@@ -89,6 +95,7 @@ func (c Config) WithDefaults() Config {
 	setInt(&c.AttrBkts, d.AttrBkts)
 	setInt(&c.AttrLen, d.AttrLen)
 	setInt(&c.VectorDim, d.VectorDim)
+	setInt(&c.IDRows, d.IDRows)
 	setInt(&c.SinkhornIters, d.SinkhornIters)
 	if len(c.Prototypes) == 0 {
 		c.Prototypes = d.Prototypes

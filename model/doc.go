@@ -28,11 +28,21 @@
 //
 // # Sections
 //
-//   - Backend: [Backend] picks GoMLX's backend: GOMLX_BACKEND when set (xla:cuda,
-//     xla:/path/plugin.so, go), else the pure-Go one. The XLA backend is linked
-//     (cgo) and loaded at run time.
-//   - Gradients: [RegisterFastDotGradients] replaces GoMLX v0.26.0's slow
-//     DotGeneral gradient; every constructor calls it.
+//   - GoMLX patches (gomlx_patches.go, pinned to [PatchedGoMLXVersion] by a
+//     test): [Backend] picks GoMLX's backend: GOMLX_BACKEND when set (xla:cuda,
+//     xla:/path/plugin.so, go), else the pure-Go one; the XLA backend is linked
+//     (cgo) and loaded at run time. [RegisterFastDotGradients] replaces GoMLX
+//     v0.26.0's slow DotGeneral gradient; every constructor calls it.
+//   - Files: encoder.go and features.go (the encoder and its inputs), heads.go
+//     (losses), train.go (the training loop), schedule.go (which events a step
+//     trains on), batches.go (sampling, featurising, the pipelined loader),
+//     metrics.go (progress and validation), version.go and checkpoint.go
+//     (versions on disk), infer.go (inference).
+//   - Opt-in levers (off by default, measured in docs/evaluation.md):
+//     Config.IDRows (per-id hashed rows beside the deep hash embedding) and
+//     TrainConfig.Negatives (a queue of earlier destinations in a
+//     log-popularity-corrected sampled softmax, replacing the random negative
+//     anchors).
 //   - Checkpoints: config.json ([CheckpointConfig]), weights.gob,
 //     optimizer.gob, prototypes.json, metrics.json ([TrainMetrics]).
 //   - Evaluation helpers: [NMI], [AUC].

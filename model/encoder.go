@@ -5,7 +5,7 @@ import (
 	"math"
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
-	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX graph code reads best with the dot import
+	G "github.com/gomlx/gomlx/pkg/core/graph" // aliased: the project has its own graph package
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/gomlx/gomlx/pkg/ml/context/initializers"
@@ -24,128 +24,138 @@ const (
 
 // encoderInputs names the batch tensors inside a graph (see batch.tensors).
 type encoderInputs struct {
-	nodeType, hash, text, textMask, attr, attrMask, vec *Node
-	hop, edgeType, timeBucket, weight, walk, mask       *Node
-	spd, typePair                                       *Node
+	nodeType, hash, text, textMask, attr, attrMask, vec *G.Node
+	hop, edgeType, timeBucket, weight, walk, mask       *G.Node
+	spd, typePair, idRows                               *G.Node
 }
 
-func splitInputs(in []*Node) encoderInputs {
+func splitInputs(in []*G.Node) encoderInputs {
 	if len(in) != numBatchInputs {
 		panic(fmt.Sprintf("model: encoder wants %d inputs, got %d", numBatchInputs, len(in)))
 	}
-	return encoderInputs{in[0], in[1], in[2], in[3], in[4], in[5], in[6], in[7], in[8], in[9], in[10], in[11], in[12], in[13], in[14]}
+	return encoderInputs{in[0], in[1], in[2], in[3], in[4], in[5], in[6], in[7], in[8], in[9], in[10], in[11], in[12], in[13], in[14], in[15]}
 }
 
 // gatherRows gathers rows of table [V, D] for integer indices of any shape,
 // flattening the indices first (SimpleGo's Gather takes one index axis).
-func gatherRows(table, idx *Node) *Node {
+func gatherRows(table, idx *G.Node) *G.Node {
 	dims := idx.Shape().Dimensions
 	n := idx.Shape().Size()
-	flat := Reshape(idx, n, 1)
-	out := Gather(table, flat) // [n, D]
-	return Reshape(out, append(append([]int{}, dims...), table.Shape().Dimensions[1])...)
+	flat := G.Reshape(idx, n, 1)
+	out := G.Gather(table, flat) // [n, D]
+	return G.Reshape(out, append(append([]int{}, dims...), table.Shape().Dimensions[1])...)
 }
 
 // dense is a linear layer on the last axis.
-func dense(ctx *context.Context, name string, x *Node, useBias bool, out int) *Node {
+func dense(ctx *context.Context, name string, x *G.Node, useBias bool, out int) *G.Node {
 	return layers.Dense(ctx.In(name), x, useBias, out)
 }
 
 // layerNorm normalises the last axis, with learned gain and offset.
-func layerNorm(ctx *context.Context, name string, x *Node) *Node {
+func layerNorm(ctx *context.Context, name string, x *G.Node) *G.Node {
 	return layers.LayerNormalization(ctx.In(name), x, -1).Done()
 }
 
 // encode builds the hierarchical encoder and returns the L2-normalised anchor
 // embeddings [B, EmbedDim]. ctx should be unchecked (variables shared between
 // the teacher and student calls).
-func encode(ctx *context.Context, c Config, inputs []*Node) *Node {
+func encode(ctx *context.Context, c Config, inputs []*G.Node) *G.Node {
 	in := splitInputs(inputs)
 	g := in.nodeType.Graph()
 	ctx = ctx.In(scopeEncoder)
 	B, N := in.nodeType.Shape().Dimensions[0], in.nodeType.Shape().Dimensions[1]
 	D := c.Dim
-	tbl := func(name string, rows, cols int) *Node {
+	tbl := func(name string, rows, cols int) *G.Node {
 		return ctx.In(name).VariableWithShape("table", shapes.Make(dtypes.Float32, rows, cols)).ValueGraph(g)
 	}
 	// Content tables (hashed text and attribute buckets) start at unit scale:
 	// the default initializer scales by the table's size, which would leave a
 	// 16384-row bag ~100x weaker than the type and position tables, so the
 	// model would not see content at all.
-	contentTbl := func(name string, rows, cols int) *Node {
+	contentTbl := func(name string, rows, cols int) *G.Node {
 		c := ctx.In(name).WithInitializer(initializers.RandomNormalFn(ctx, contentInitStddev))
 		return c.VariableWithShape("table", shapes.Make(dtypes.Float32, rows, cols)).ValueGraph(g)
 	}
-	maskF := ConvertDType(in.mask, dtypes.Float32) // [B,N]
+	maskF := G.ConvertDType(in.mask, dtypes.Float32) // [B,N]
 
 	// Node encoder.
 	x := gatherRows(tbl("type", graph.NumNodeTypes, D), in.nodeType)
 	// Deep hash embedding: k hashes in [-1,1] -> shared MLP. No per-id table.
 	h := activations.Gelu(dense(ctx, "hash_1", in.hash, true, c.HashDim))
-	x = Add(x, dense(ctx, "hash_2", h, true, D))
+	x = G.Add(x, dense(ctx, "hash_2", h, true, D))
+	// Per-id rows: the sum of the two hashed rows of the node's id.
+	if c.IDRows > 1 {
+		idc := ctx.In("id_rows").WithInitializer(initializers.RandomNormalFn(ctx, idInitStddev))
+		idTbl := idc.VariableWithShape("table", shapes.Make(dtypes.Float32, c.IDRows, D)).ValueGraph(g)
+		x = G.Add(x, G.ReduceSum(gatherRows(idTbl, in.idRows), 2))
+	}
 	// Text EmbeddingBag: masked mean of hashed word / bigram bucket embeddings.
-	x = Add(x, bagMean(gatherRows(contentTbl("text", c.TextBkts, D), in.text), in.textMask))
+	x = G.Add(x, bagMean(gatherRows(contentTbl("text", c.TextBkts, D), in.text), in.textMask))
 	// Per-type attributes: hashed key=value buckets, masked mean.
-	x = Add(x, bagMean(gatherRows(contentTbl("attr", c.AttrBkts, D), in.attr), in.attrMask))
+	x = G.Add(x, bagMean(gatherRows(contentTbl("attr", c.AttrBkts, D), in.attr), in.attrMask))
 	// Client content vector: linear projection (zero when absent).
-	x = Add(x, dense(ctx, "vector", in.vec, false, D))
+	x = G.Add(x, dense(ctx, "vector", in.vec, false, D))
 
 	// Position encoder: hop distance + random-walk frequency.
-	x = Add(x, gatherRows(tbl("hop", maxHop+1, D), in.hop))
-	x = Add(x, dense(ctx, "walk", InsertAxes(in.walk, -1), false, D))
+	x = G.Add(x, gatherRows(tbl("hop", maxHop+1, D), in.hop))
+	x = G.Add(x, dense(ctx, "walk", G.InsertAxes(in.walk, -1), false, D))
 	// Edge encoder: reaching edge type, decayed weight, time bucket.
-	x = Add(x, gatherRows(tbl("edge_type", graph.NumEdgeTypes, D), in.edgeType))
-	x = Add(x, gatherRows(tbl("time_bucket", graph.NumTimeBuckets, D), in.timeBucket))
-	x = Add(x, dense(ctx, "edge_weight", InsertAxes(in.weight, -1), false, D))
-	x = Mul(x, InsertAxes(maskF, -1)) // padding tokens carry zeros
+	x = G.Add(x, gatherRows(tbl("edge_type", graph.NumEdgeTypes, D), in.edgeType))
+	x = G.Add(x, gatherRows(tbl("time_bucket", graph.NumTimeBuckets, D), in.timeBucket))
+	x = G.Add(x, dense(ctx, "edge_weight", G.InsertAxes(in.weight, -1), false, D))
+	x = G.Mul(x, G.InsertAxes(maskF, -1)) // padding tokens carry zeros
 
 	// Structural attention biases, gathered from small tables: [B,H,N,N].
 	H := c.Heads
-	bias := Add(
+	bias := G.Add(
 		gatherRows(tbl("bias_spd", graph.NumSPD, H), in.spd),
 		gatherRows(tbl("bias_type", graph.NumNodeTypes*graph.NumNodeTypes, H), in.typePair))
-	bias = TransposeAllAxes(bias, 0, 3, 1, 2)
-	keyMask := BroadcastToDims(Reshape(in.mask, B, 1, 1, N), B, H, N, N)
+	bias = G.TransposeAllAxes(bias, 0, 3, 1, 2)
+	keyMask := G.BroadcastToDims(G.Reshape(in.mask, B, 1, 1, N), B, H, N, N)
 
 	for l := range c.Layers {
 		lc := ctx.In(fmt.Sprintf("layer_%d", l))
-		x = Add(x, attention(lc, c, layerNorm(lc, "ln_attn", x), bias, keyMask))
+		x = G.Add(x, attention(lc, c, layerNorm(lc, "ln_attn", x), bias, keyMask))
 		f := layerNorm(lc, "ln_ffn", x)
 		f = activations.Gelu(dense(lc, "ffn_1", f, true, c.FFNDim))
-		x = Add(x, dense(lc, "ffn_2", f, true, D))
+		x = G.Add(x, dense(lc, "ffn_2", f, true, D))
 	}
 	x = layerNorm(ctx, "ln_out", x)
 
 	// Anchor token (index 0) via a one-hot contraction (Slice has no gradient on SimpleGo).
-	anchorSel := OneHot(Const(g, []int32{0}), N, dtypes.Float32) // [1,N]
-	anchor := Einsum("bnd,n->bd", x, Reshape(anchorSel, N))
+	anchorSel := G.OneHot(G.Const(g, []int32{0}), N, dtypes.Float32) // [1,N]
+	anchor := G.Einsum("bnd,n->bd", x, G.Reshape(anchorSel, N))
 	e := dense(ctx, "project", anchor, true, c.EmbedDim)
-	return L2Normalize(e, -1)
+	return G.L2Normalize(e, -1)
 }
 
 // contentInitStddev is the initial scale of the content bucket embeddings.
 const contentInitStddev = 2.0
 
+// idInitStddev is the initial scale of the per-id hashed rows: small, so
+// that an id seen in no training event (a new ad) adds little noise.
+const idInitStddev = 0.05
+
 // bagMean is the masked mean over the bag axis: emb [B,N,T,D], mask [B,N,T].
-func bagMean(emb, mask *Node) *Node {
-	s := Einsum("bntd,bnt->bnd", emb, mask)
-	cnt := Max(ReduceSum(mask, -1), OnesLike(ReduceSum(mask, -1)))
-	return Div(s, InsertAxes(cnt, -1))
+func bagMean(emb, mask *G.Node) *G.Node {
+	s := G.Einsum("bntd,bnt->bnd", emb, mask)
+	cnt := G.Max(G.ReduceSum(mask, -1), G.OnesLike(G.ReduceSum(mask, -1)))
+	return G.Div(s, G.InsertAxes(cnt, -1))
 }
 
 // attention is multi-head self-attention whose logits add the structural
 // bias [B,H,N,N]; keys that are padding get zero weight.
-func attention(ctx *context.Context, c Config, x, bias, keyMask *Node) *Node {
+func attention(ctx *context.Context, c Config, x, bias, keyMask *G.Node) *G.Node {
 	B, N, D := x.Shape().Dimensions[0], x.Shape().Dimensions[1], x.Shape().Dimensions[2]
 	H := c.Heads
 	dh := D / H
-	q := Reshape(dense(ctx, "q", x, true, D), B, N, H, dh)
-	k := Reshape(dense(ctx, "k", x, true, D), B, N, H, dh)
-	v := Reshape(dense(ctx, "v", x, true, D), B, N, H, dh)
-	logits := MulScalar(Einsum("bqhd,bkhd->bhqk", q, k), 1/math.Sqrt(float64(dh)))
-	logits = Add(logits, bias)
-	attn := MaskedSoftmax(logits, keyMask, -1)
-	out := Reshape(Einsum("bhqk,bkhd->bqhd", attn, v), B, N, D)
+	q := G.Reshape(dense(ctx, "q", x, true, D), B, N, H, dh)
+	k := G.Reshape(dense(ctx, "k", x, true, D), B, N, H, dh)
+	v := G.Reshape(dense(ctx, "v", x, true, D), B, N, H, dh)
+	logits := G.MulScalar(G.Einsum("bqhd,bkhd->bhqk", q, k), 1/math.Sqrt(float64(dh)))
+	logits = G.Add(logits, bias)
+	attn := G.MaskedSoftmax(logits, keyMask, -1)
+	out := G.Reshape(G.Einsum("bhqk,bkhd->bqhd", attn, v), B, N, D)
 	return dense(ctx, "out", out, true, D)
 }
 

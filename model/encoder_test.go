@@ -2,13 +2,12 @@ package model
 
 import (
 	gocontext "context"
+	G "github.com/gomlx/gomlx/pkg/core/graph" // aliased: the project has its own graph package
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/gomlx/pkg/ml/context"
 	"math"
 	"os"
 	"testing"
-
-	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX graph code
-	"github.com/gomlx/gomlx/pkg/core/tensors"
-	"github.com/gomlx/gomlx/pkg/ml/context"
 
 	"github.com/hir-ads/hir/graph"
 )
@@ -20,7 +19,7 @@ func encodeBatch(t *testing.T, ctx *context.Context, c Config, bt *batch) []floa
 	if err != nil {
 		t.Fatal(err)
 	}
-	exec, err := context.NewExec(be, ctx, func(ctx *context.Context, in []*Node) *Node { return encode(ctx, c, in) })
+	exec, err := context.NewExec(be, ctx, func(ctx *context.Context, in []*G.Node) *G.Node { return encode(ctx, c, in) })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,6 +26,7 @@ type Entities interface {
 type nodeFeatures struct {
 	entity *graph.Entity // the entity these were computed from (cache key check)
 	hash   []float32     // [HashK] in [-1, 1]
+	idRows [2]int32      // two hashed rows of the per-id table (0 and 0 without an id)
 	text   []int32       // <= TextLen bucket ids
 	attrs  []int32       // <= AttrLen bucket ids
 	vec    []float32     // [VectorDim] or nil
@@ -76,6 +77,21 @@ func idHash(t graph.NodeType, id string, k int) []float32 {
 	for i := range out {
 		u := hash64(uint64(i)+1, ts, id)
 		out[i] = float32(float64(u>>11)/float64(1<<53)*2 - 1)
+	}
+	return out
+}
+
+// idTableRows returns the two rows of the per-id hashed table of an
+// external id, in [1, rows) (row 0 is the row of nodes without an id: the
+// virtual anchor of a cold-start subgraph). With rows < 2 both are 0.
+func idTableRows(t graph.NodeType, id string, rows int) [2]int32 {
+	if rows < 2 {
+		return [2]int32{}
+	}
+	ts := t.String()
+	var out [2]int32
+	for i := range out {
+		out[i] = int32(1 + hash64(uint64(201+i), ts, id)%uint64(rows-1))
 	}
 	return out
 }
@@ -149,6 +165,7 @@ func (f *featurizer) node(src Entities, id graph.NodeID) *nodeFeatures {
 	nf = &nodeFeatures{entity: ent}
 	if ent != nil {
 		nf.hash = idHash(ent.Type, ent.ID, f.cfg.HashK)
+		nf.idRows = idTableRows(ent.Type, ent.ID, f.cfg.IDRows)
 		nf.text = textBuckets(f.analyzer, ent.Text, f.cfg.TextBkts, f.cfg.TextLen)
 		nf.attrs = attrBuckets(ent.Type, ent.Attrs, f.cfg.AttrBkts, f.cfg.AttrLen)
 		if len(ent.Vector) > 0 {
@@ -160,6 +177,7 @@ func (f *featurizer) node(src Entities, id graph.NodeID) *nodeFeatures {
 	} else {
 		// Unknown content: hash the dense id so distinct nodes still differ.
 		nf.hash = idHash(id.Type, fmt.Sprintf("#%d", id.Idx), f.cfg.HashK)
+		nf.idRows = idTableRows(id.Type, fmt.Sprintf("#%d", id.Idx), f.cfg.IDRows)
 	}
 	f.mu.Lock()
 	f.cache[id] = nf
@@ -174,6 +192,7 @@ type batch struct {
 
 	nodeType   []int32   // [B,N]
 	hash       []float32 // [B,N,HashK]
+	idRows     []int32   // [B,N,2] rows of the per-id hashed table
 	text       []int32   // [B,N,TextLen]
 	textMask   []float32 // [B,N,TextLen]
 	attr       []int32   // [B,N,AttrLen]
@@ -192,7 +211,7 @@ type batch struct {
 const maxHop = 7
 
 // numBatchInputs is the number of tensors a batch contributes to a graph.
-const numBatchInputs = 15
+const numBatchInputs = 16
 
 // featurize builds a batch. All subgraphs must have the same N; rows beyond
 // len(sgs) up to rows (bucket padding) are all-padding except a masked-in dummy
@@ -213,7 +232,7 @@ func (f *featurizer) featurize(src Entities, sgs []*graph.Subgraph, rows int) (*
 	c := f.cfg
 	bt := &batch{
 		B: rows, N: n,
-		nodeType: make([]int32, rows*n), hash: make([]float32, rows*n*c.HashK),
+		nodeType: make([]int32, rows*n), hash: make([]float32, rows*n*c.HashK), idRows: make([]int32, rows*n*2),
 		text: make([]int32, rows*n*c.TextLen), textMask: make([]float32, rows*n*c.TextLen),
 		attr: make([]int32, rows*n*c.AttrLen), attrMask: make([]float32, rows*n*c.AttrLen),
 		vec: make([]float32, rows*n*c.VectorDim), hop: make([]int32, rows*n), edgeType: make([]int32, rows*n),
@@ -249,6 +268,7 @@ func (f *featurizer) featurize(src Entities, sgs []*graph.Subgraph, rows int) (*
 			bt.walk[t] = sg.WalkFreq[i]
 			nf := f.node(src, id)
 			copy(bt.hash[t*c.HashK:], nf.hash)
+			bt.idRows[2*t], bt.idRows[2*t+1] = nf.idRows[0], nf.idRows[1]
 			if len(sg.DropFeat) == n && sg.DropFeat[i] {
 				continue // content hidden: id, type, position and edge remain
 			}
@@ -296,5 +316,6 @@ func (bt *batch) tensors(c Config) []*tensors.Tensor {
 		tensors.FromFlatDataAndDimensions(bt.mask, B, N),
 		tensors.FromFlatDataAndDimensions(bt.spd, B, N, N),
 		tensors.FromFlatDataAndDimensions(bt.typePair, B, N, N),
+		tensors.FromFlatDataAndDimensions(bt.idRows, B, N, 2),
 	}
 }

@@ -4,9 +4,10 @@ import (
 	"fmt"
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
-	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX graph code reads best with the dot import
+	G "github.com/gomlx/gomlx/pkg/core/graph" // aliased: the project has its own graph package
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/gomlx/gomlx/pkg/ml/context/initializers"
 
 	"github.com/hir-ads/hir/graph"
 )
@@ -24,8 +25,8 @@ func prototypeVar(ctx *context.Context, c Config, l int) *context.Variable {
 }
 
 // prototypes returns the L2-normalised prototypes of level l: [K_l, EmbedDim].
-func prototypes(ctx *context.Context, c Config, g *Graph, l int) *Node {
-	return L2Normalize(prototypeVar(ctx, c, l).ValueGraph(g), -1)
+func prototypes(ctx *context.Context, c Config, g *G.Graph, l int) *G.Node {
+	return G.L2Normalize(prototypeVar(ctx, c, l).ValueGraph(g), -1)
 }
 
 // updatePrototypes moves level l's prototypes (current value protos, L2
@@ -34,72 +35,72 @@ func prototypes(ctx *context.Context, c Config, g *Graph, l int) *Node {
 // p <- normalise(m*p + (1-m)*normalise(sum_b w_b q_bk teacher_b)), the
 // exponential-moving-average codebook update (online balanced spherical
 // k-means). A prototype assigned no mass keeps its value.
-func updatePrototypes(ctx *context.Context, c Config, l int, protos, teacher, q, rowW *Node) {
+func updatePrototypes(ctx *context.Context, c Config, l int, protos, teacher, q, rowW *G.Node) {
 	m := c.ProtoMomentum
-	qw := Mul(StopGradient(q), InsertAxes(rowW, -1))
-	means := L2Normalize(Einsum("bk,be->ke", qw, StopGradient(teacher)), -1)
-	next := Add(MulScalar(StopGradient(protos), m), MulScalar(means, 1-m))
-	prototypeVar(ctx, c, l).SetValueGraph(L2Normalize(next, -1))
+	qw := G.Mul(G.StopGradient(q), G.InsertAxes(rowW, -1))
+	means := G.L2Normalize(G.Einsum("bk,be->ke", qw, G.StopGradient(teacher)), -1)
+	next := G.Add(G.MulScalar(G.StopGradient(protos), m), G.MulScalar(means, 1-m))
+	prototypeVar(ctx, c, l).SetValueGraph(G.L2Normalize(next, -1))
 }
 
 // cosines returns emb [B,E] x prototypes -> [B,K].
-func cosines(emb, protos *Node) *Node { return Einsum("be,ke->bk", emb, protos) }
+func cosines(emb, protos *G.Node) *G.Node { return G.Einsum("be,ke->bk", emb, protos) }
 
 // sinkhorn returns the balanced soft assignment of scores [B,K] (logits
 // already divided by the temperature): rows sum to 1, columns to B/K, after
 // iters rounds. No gradient flows through it.
-func sinkhorn(scores *Node, iters int) *Node {
+func sinkhorn(scores *G.Node, iters int) *G.Node {
 	B, K := scores.Shape().Dimensions[0], scores.Shape().Dimensions[1]
-	s := StopGradient(scores)
-	s = Sub(s, ReduceAllMax(s))
-	q := Exp(s)
-	q = Div(q, ReduceAllSum(q))
+	s := G.StopGradient(scores)
+	s = G.Sub(s, G.ReduceAllMax(s))
+	q := G.Exp(s)
+	q = G.Div(q, G.ReduceAllSum(q))
 	for range iters {
-		q = DivScalar(Div(q, ReduceAndKeep(q, ReduceSum, 0)), float64(K)) // each prototype gets 1/K
-		q = DivScalar(Div(q, ReduceAndKeep(q, ReduceSum, 1)), float64(B)) // each row gets 1/B
+		q = G.DivScalar(G.Div(q, G.ReduceAndKeep(q, G.ReduceSum, 0)), float64(K)) // each prototype gets 1/K
+		q = G.DivScalar(G.Div(q, G.ReduceAndKeep(q, G.ReduceSum, 1)), float64(B)) // each row gets 1/B
 	}
-	return StopGradient(MulScalar(q, float64(B)))
+	return G.StopGradient(G.MulScalar(q, float64(B)))
 }
 
 // softCE is -mean_b sum_k target[b,k] * logp[b,k] over rows weighted by w [B].
-func softCE(target, logp, w *Node) *Node {
-	per := Neg(ReduceSum(Mul(target, logp), -1))
+func softCE(target, logp, w *G.Node) *G.Node {
+	per := G.Neg(G.ReduceSum(G.Mul(target, logp), -1))
 	return weightedMean(per, w)
 }
 
-func weightedMean(x, w *Node) *Node {
-	den := Max(ReduceAllSum(w), ScalarOne(w.Graph(), w.DType()))
-	return Div(ReduceAllSum(Mul(x, w)), den)
+func weightedMean(x, w *G.Node) *G.Node {
+	den := G.Max(G.ReduceAllSum(w), G.ScalarOne(w.Graph(), w.DType()))
+	return G.Div(G.ReduceAllSum(G.Mul(x, w)), den)
 }
 
 // parents returns the one-hot parent map of level l+1 in level l: [K_{l+1}, K_l],
 // each fine prototype's nearest coarse prototype (no gradient).
-func parents(fine, coarse *Node) *Node {
-	sim := StopGradient(Einsum("fe,ce->fc", fine, coarse))
-	return OneHot(ArgMax(sim, -1, dtypes.Int32), coarse.Shape().Dimensions[0], dtypes.Float32)
+func parents(fine, coarse *G.Node) *G.Node {
+	sim := G.StopGradient(G.Einsum("fe,ce->fc", fine, coarse))
+	return G.OneHot(G.ArgMax(sim, -1, dtypes.Int32), coarse.Shape().Dimensions[0], dtypes.Float32)
 }
 
 // softplus is log(1+exp(x)), computed stably.
-func softplus(x *Node) *Node {
-	return Add(Max(x, ZerosLike(x)), Log1p(Exp(Neg(Abs(x)))))
+func softplus(x *G.Node) *G.Node {
+	return G.Add(G.Max(x, G.ZerosLike(x)), G.Log1p(G.Exp(G.Neg(G.Abs(x)))))
 }
 
 // engagementLogits scores pairs of rows of emb [A,E]: src, dst, edge type and
 // time bucket are [P] int32. The score is a relation-weighted bilinear form.
-func engagementLogits(ctx *context.Context, c Config, emb, src, dst, etype, tbucket *Node) *Node {
+func engagementLogits(ctx *context.Context, c Config, emb, src, dst, etype, tbucket *G.Node) *G.Node {
 	g := emb.Graph()
 	ctx = ctx.In(scopeEngage)
-	tbl := func(name string, rows, cols int) *Node {
+	tbl := func(name string, rows, cols int) *G.Node {
 		return ctx.In(name).VariableWithShape("table", shapes.Make(dtypes.Float32, rows, cols)).ValueGraph(g)
 	}
 	es := gatherRows(emb, src)
 	ed := gatherRows(emb, dst)
-	rel := Add(gatherRows(tbl("edge_type", graph.NumEdgeTypes, c.EmbedDim), etype),
+	rel := G.Add(gatherRows(tbl("edge_type", graph.NumEdgeTypes, c.EmbedDim), etype),
 		gatherRows(tbl("time_bucket", graph.NumTimeBuckets, c.EmbedDim), tbucket))
-	dot := ReduceSum(Mul(Mul(es, OnePlus(rel)), ed), -1)
-	bias := Reshape(gatherRows(tbl("bias", graph.NumEdgeTypes, 1), etype), -1)
+	dot := G.ReduceSum(G.Mul(G.Mul(es, G.OnePlus(rel)), ed), -1)
+	bias := G.Reshape(gatherRows(tbl("bias", graph.NumEdgeTypes, 1), etype), -1)
 	scale := ctx.VariableWithValue("scale", float32(5)).ValueGraph(g)
-	return Add(Mul(dot, scale), bias)
+	return G.Add(G.Mul(dot, scale), bias)
 }
 
 // alignLoss is an in-batch contrastive (InfoNCE) loss in the embedding space
@@ -111,19 +112,91 @@ func engagementLogits(ctx *context.Context, c Config, emb, src, dst, etype, tbuc
 // user next to the ads of its interests. label [3P] holds each event's label
 // in its first P entries; explicit negatives (label 0) are left out, so they
 // never pull together.
-func alignLoss(emb, label *Node, temp float64) *Node {
+func alignLoss(emb, label *G.Node, P int, temp float64) *G.Node {
 	g := emb.Graph()
-	P := emb.Shape().Dimensions[0] / 3
-	srcIdx := Iota(g, shapes.Make(dtypes.Int32, P), 0)
-	candIdx := AddScalar(Iota(g, shapes.Make(dtypes.Int32, 2*P), 0), float64(P))
-	us := gatherRows(emb, srcIdx)                        // [P,E]
-	cs := gatherRows(emb, candIdx)                       // [2P,E]: destinations, then random nodes
-	ds := gatherRows(emb, AddScalar(srcIdx, float64(P))) // [P,E]
-	posW := Reshape(gatherRows(Reshape(label, -1, 1), srcIdx), -1)
-	fwd := LogSoftmax(DivScalar(Einsum("pe,qe->pq", us, cs), temp), -1)
-	bwd := LogSoftmax(DivScalar(Einsum("pe,qe->pq", ds, us), temp), -1)
-	return Add(softCE(OneHot(srcIdx, 2*P, dtypes.Float32), fwd, posW),
-		softCE(OneHot(srcIdx, P, dtypes.Float32), bwd, posW))
+	nc := emb.Shape().Dimensions[0] - P
+	srcIdx := G.Iota(g, shapes.Make(dtypes.Int32, P), 0)
+	candIdx := G.AddScalar(G.Iota(g, shapes.Make(dtypes.Int32, nc), 0), float64(P))
+	us := gatherRows(emb, srcIdx)                          // [P,E]
+	cs := gatherRows(emb, candIdx)                         // [nc,E]: destinations, then random nodes if any
+	ds := gatherRows(emb, G.AddScalar(srcIdx, float64(P))) // [P,E]
+	posW := G.Reshape(gatherRows(G.Reshape(label, -1, 1), srcIdx), -1)
+	fwd := G.LogSoftmax(G.DivScalar(G.Einsum("pe,qe->pq", us, cs), temp), -1)
+	bwd := G.LogSoftmax(G.DivScalar(G.Einsum("pe,qe->pq", ds, us), temp), -1)
+	return G.Add(softCE(G.OneHot(srcIdx, nc, dtypes.Float32), fwd, posW),
+		softCE(G.OneHot(srcIdx, P, dtypes.Float32), bwd, posW))
+}
+
+// scopeQueue holds the queue of recent destination embeddings (training
+// state, saved with the optimizer's, not with the model's weights).
+const scopeQueue = "negatives"
+
+// emptyLogQ is the log-sampling correction of an empty queue slot: its
+// logit is so low that it takes no probability.
+const emptyLogQ = 1e4
+
+// queueVars returns the queue of recent destination embeddings [Q,E], their
+// log sampling probabilities [Q] and their node keys [Q] (see nodeKey).
+func queueVars(ctx *context.Context, c Config, q int) (emb, logq, key *context.Variable) {
+	qc := ctx.In(scopeQueue).Checked(false)
+	emb = qc.WithInitializer(initializers.Zero).VariableWithShape("emb", shapes.Make(dtypes.Float32, q, c.EmbedDim))
+	lq := make([]float32, q)
+	ks := make([]int32, q)
+	for i := range lq {
+		lq[i], ks[i] = emptyLogQ, -1
+	}
+	logq = qc.VariableWithValue("logq", lq)
+	key = qc.VariableWithValue("key", ks)
+	for _, v := range []*context.Variable{emb, logq, key} {
+		v.SetTrainable(false)
+	}
+	return emb, logq, key
+}
+
+// retrievalLoss is the sampled softmax of each event's source over its
+// destination, the batch's other destinations and the queue of earlier
+// destinations, by the plain dot product the index re-ranks with, each
+// candidate's logit corrected by minus its log sampling probability
+// (candidates are drawn by popularity; the correction makes the loss
+// estimate a softmax over the whole catalogue). A candidate that is the
+// event's own destination node (a repeat in the batch or in the queue) is
+// left out. The backward direction (each destination picks its source among
+// the sources) and the label weighting are alignLoss's. emb holds P sources
+// then P destinations; logq and key are the destinations' [P]. With train
+// set the batch's destinations are pushed into the queue.
+func retrievalLoss(ctx *context.Context, c Config, q int, emb, label, logq, key *G.Node, temp float64, train bool) *G.Node {
+	g := emb.Graph()
+	P := emb.Shape().Dimensions[0] / 2
+	srcIdx := G.Iota(g, shapes.Make(dtypes.Int32, P), 0)
+	us := gatherRows(emb, srcIdx)                          // [P,E]
+	ds := gatherRows(emb, G.AddScalar(srcIdx, float64(P))) // [P,E]
+	posW := G.Reshape(gatherRows(G.Reshape(label, -1, 1), srcIdx), -1)
+	qEmbV, qLogqV, qKeyV := queueVars(ctx, c, q)
+	qEmb, qLogq, qKey := qEmbV.ValueGraph(g), qLogqV.ValueGraph(g), qKeyV.ValueGraph(g)
+
+	block := func(cands, candLogq, candKey *G.Node, keepDiag bool) *G.Node {
+		l := G.Sub(G.DivScalar(G.Einsum("pe,qe->pq", us, cands), temp), G.InsertAxes(candLogq, 0))
+		same := G.Equal(G.InsertAxes(key, -1), G.InsertAxes(candKey, 0)) // [P,C]
+		if keepDiag {
+			n := candKey.Shape().Dimensions[0]
+			eye := G.Equal(G.Iota(g, shapes.Make(dtypes.Int32, P, n), 0), G.Iota(g, shapes.Make(dtypes.Int32, P, n), 1))
+			same = G.LogicalAnd(same, G.LogicalNot(eye))
+		}
+		return G.Where(same, G.BroadcastToShape(G.Scalar(g, dtypes.Float32, -1e9), l.Shape()), l)
+	}
+	inBatch := block(ds, logq, key, true)
+	inQueue := block(G.StopGradient(qEmb), qLogq, qKey, false)
+	fwd := G.LogSoftmax(G.Concatenate([]*G.Node{inBatch, inQueue}, 1), -1)
+	bwd := G.LogSoftmax(G.DivScalar(G.Einsum("pe,qe->pq", ds, us), temp), -1)
+	loss := G.Add(softCE(G.OneHot(srcIdx, P+q, dtypes.Float32), fwd, posW),
+		softCE(G.OneHot(srcIdx, P, dtypes.Float32), bwd, posW))
+	if train {
+		keep := G.AxisRange(0, q-P)
+		qEmbV.SetValueGraph(G.Concatenate([]*G.Node{G.StopGradient(ds), G.Slice(qEmb, keep)}, 0))
+		qLogqV.SetValueGraph(G.Concatenate([]*G.Node{logq, G.Slice(qLogq, keep)}, 0))
+		qKeyV.SetValueGraph(G.Concatenate([]*G.Node{key, G.Slice(qKey, keep)}, 0))
+	}
+	return loss
 }
 
 // coldAlignLoss is alignLoss across views, averaged over both ways: the
@@ -131,23 +204,23 @@ func alignLoss(emb, label *Node, temp float64) *Node {
 // the sources' teacher embeddings against the destinations' student ones.
 // A student view is often the anchor alone (graph.ViewOptions.AnchorOnly),
 // so this places a user or ad that has no edges yet from its content.
-func coldAlignLoss(teacher, student, label *Node, temp float64) *Node {
+func coldAlignLoss(teacher, student, label *G.Node, P int, temp float64) *G.Node {
 	g := teacher.Graph()
-	P := teacher.Shape().Dimensions[0] / 3
-	// mix takes the student rows where sel is 1 (a constant [3P,1] mask;
+	A := teacher.Shape().Dimensions[0]
+	// mix takes the student rows where sel is 1 (a constant [A,1] mask;
 	// arithmetic, since Slice has no gradient on SimpleGo).
-	mix := func(srcStudent bool) *Node {
-		sel := make([]float32, 3*P)
+	mix := func(srcStudent bool) *G.Node {
+		sel := make([]float32, A)
 		for i := range sel {
 			if (i < P) == srcStudent {
 				sel[i] = 1
 			}
 		}
-		m := Const(g, sel)
-		m = Reshape(m, 3*P, 1)
-		return Add(Mul(student, m), Mul(teacher, OneMinus(m)))
+		m := G.Const(g, sel)
+		m = G.Reshape(m, A, 1)
+		return G.Add(G.Mul(student, m), G.Mul(teacher, G.OneMinus(m)))
 	}
-	return MulScalar(Add(alignLoss(mix(true), label, temp), alignLoss(mix(false), label, temp)), 0.5)
+	return G.MulScalar(G.Add(alignLoss(mix(true), label, P, temp), alignLoss(mix(false), label, P, temp)), 0.5)
 }
 
 // stepOutputs indexes the outputs of the loss graph.
@@ -161,55 +234,65 @@ const (
 )
 
 // lossGraph builds the losses of one step. in holds the teacher batch, the
-// student batch, then src, dst, etype, tbucket [P] int32, label and weight [P]
-// float32 and rowWeight [A] float32 (0 for bucket padding rows). With train
-// set (the training step, not evaluation) it also updates the prototypes
-// when c.ProtoMomentum > 0.
-func lossGraph(ctx *context.Context, c Config, w LossWeights, in []*Node, train bool) (total *Node, outs []*Node) {
+// student batch (A anchors each: P event sources, P destinations, and P
+// random nodes when queue is 0), then src, dst, etype, tbucket [3P] int32,
+// label and weight [3P] float32 (three scored pairs per event) and rowWeight
+// [A] float32 (0 for bucket padding rows); with queue > 0 (the size of the
+// queue of earlier destinations, see retrievalLoss) also the destinations'
+// log sampling probabilities [P] float32 and node keys [P] int32. With
+// train set (the training step, not evaluation) it also updates the
+// prototypes when c.ProtoMomentum > 0, and the queue.
+func lossGraph(ctx *context.Context, c Config, w LossWeights, queue int, in []*G.Node, train bool) (total *G.Node, outs []*G.Node) {
 	teacher := encode(ctx, c, in[:numBatchInputs])
 	student := encode(ctx, c, in[numBatchInputs:2*numBatchInputs])
 	p := in[2*numBatchInputs:]
 	src, dst, etype, tbucket, label, pw, rowW := p[0], p[1], p[2], p[3], p[4], p[5], p[6]
 	g := teacher.Graph()
+	P := src.Shape().Dimensions[0] / 3
 
 	L := len(c.Prototypes)
-	distill := make([]*Node, L)
-	argmaxes := make([]*Node, L)
-	protos := make([]*Node, L)
-	studentLogP := make([]*Node, L)
-	total = ScalarZero(g, dtypes.Float32)
+	distill := make([]*G.Node, L)
+	argmaxes := make([]*G.Node, L)
+	protos := make([]*G.Node, L)
+	studentLogP := make([]*G.Node, L)
+	total = G.ScalarZero(g, dtypes.Float32)
 	for l := range L {
 		protos[l] = prototypes(ctx, c, g, l)
-		ts := DivScalar(cosines(teacher, protos[l]), c.TeacherTemp)
-		ss := DivScalar(cosines(student, protos[l]), c.StudentTemp)
+		ts := G.DivScalar(cosines(teacher, protos[l]), c.TeacherTemp)
+		ss := G.DivScalar(cosines(student, protos[l]), c.StudentTemp)
 		q := sinkhorn(ts, c.SinkhornIters)
 		if train && c.ProtoMomentum > 0 {
 			updatePrototypes(ctx, c, l, protos[l], teacher, q, rowW)
 		}
-		studentLogP[l] = LogSoftmax(ss, -1)
+		studentLogP[l] = G.LogSoftmax(ss, -1)
 		distill[l] = softCE(q, studentLogP[l], rowW)
-		argmaxes[l] = ArgMax(StopGradient(ts), -1, dtypes.Int32)
-		total = Add(total, MulScalar(distill[l], w.Distill))
+		argmaxes[l] = G.ArgMax(G.StopGradient(ts), -1, dtypes.Int32)
+		total = G.Add(total, G.MulScalar(distill[l], w.Distill))
 	}
-	hier := ScalarZero(g, dtypes.Float32)
+	hier := G.ScalarZero(g, dtypes.Float32)
 	for l := 0; l+1 < L; l++ {
 		m := parents(protos[l+1], protos[l])
-		agg := Einsum("bf,fc->bc", Exp(studentLogP[l+1]), m)
-		hier = Add(hier, softCE(agg, studentLogP[l], rowW))
+		agg := G.Einsum("bf,fc->bc", G.Exp(studentLogP[l+1]), m)
+		hier = G.Add(hier, softCE(agg, studentLogP[l], rowW))
 	}
-	total = Add(total, MulScalar(hier, w.Hierarchy))
+	total = G.Add(total, G.MulScalar(hier, w.Hierarchy))
 
-	align := alignLoss(teacher, label, c.AlignTemp)
-	total = Add(total, MulScalar(align, w.Align))
-	cold := coldAlignLoss(teacher, student, label, c.AlignTemp)
-	total = Add(total, MulScalar(cold, w.ColdAlign))
+	var align *G.Node
+	if queue > 0 {
+		align = retrievalLoss(ctx, c, queue, teacher, label, p[7], p[8], c.AlignTemp, train)
+	} else {
+		align = alignLoss(teacher, label, P, c.AlignTemp)
+	}
+	total = G.Add(total, G.MulScalar(align, w.Align))
+	cold := coldAlignLoss(teacher, student, label, P, c.AlignTemp)
+	total = G.Add(total, G.MulScalar(cold, w.ColdAlign))
 
 	logits := engagementLogits(ctx, c, teacher, src, dst, etype, tbucket)
-	bce := Sub(softplus(logits), Mul(label, logits))
+	bce := G.Sub(softplus(logits), G.Mul(label, logits))
 	engage := weightedMean(bce, pw)
-	total = Add(total, MulScalar(engage, w.Engagement))
+	total = G.Add(total, G.MulScalar(engage, w.Engagement))
 
-	outs = []*Node{total, engage, hier, align, cold}
+	outs = []*G.Node{total, engage, hier, align, cold}
 	outs = append(outs, distill...)
 	outs = append(outs, argmaxes...)
 	outs = append(outs, logits)

@@ -5,7 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/gomlx/gomlx/pkg/core/graph"
+	G "github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 )
@@ -57,7 +57,7 @@ func TestAlignLoss(t *testing.T) {
 	onlyFirst := make([]float32, 3*P)
 	onlyFirst[0] = 1
 	chance := math.Log(2*P) + math.Log(P)
-	exec := graph.MustNewExec(be, func(emb, label *graph.Node) *graph.Node { return alignLoss(emb, label, 0.1) })
+	exec := G.MustNewExec(be, func(emb, label *G.Node) *G.Node { return alignLoss(emb, label, P, 0.1) })
 	loss := func(flat, label []float32) float64 {
 		out := exec.MustExec(tensors.FromFlatDataAndDimensions(flat, 3*P, E), tensors.FromFlatDataAndDimensions(label, 3*P))
 		return float64(out[0].Value().(float32))
@@ -94,8 +94,8 @@ func TestAlignLoss(t *testing.T) {
 	// The cross-view loss: the same views give alignLoss; a student view
 	// unrelated to the teacher's (every row random) is at chance level
 	// both ways, even when the teacher views are matched.
-	cold := graph.MustNewExec(be, func(teacher, student, label *graph.Node) *graph.Node {
-		return coldAlignLoss(teacher, student, label, 0.1)
+	cold := G.MustNewExec(be, func(teacher, student, label *G.Node) *G.Node {
+		return coldAlignLoss(teacher, student, label, P, 0.1)
 	})
 	coldLoss := func(teacher, student []float32) float64 {
 		out := cold.MustExec(tensors.FromFlatDataAndDimensions(teacher, 3*P, E), tensors.FromFlatDataAndDimensions(student, 3*P, E),
@@ -138,7 +138,7 @@ func TestUpdatePrototypes(t *testing.T) {
 	teacher := []float32{0, 1, 1, 0, 0, 1, 5, 5}
 	q := []float32{0.5, 0, 0, 0.5, 0, 0, 0, 1, 0, 0, 0, 1}
 	rowW := []float32{1, 1, 1, 0}
-	exec := context.MustNewExec(be, ctx, func(ctx *context.Context, teacher, q, rowW *graph.Node) *graph.Node {
+	exec := context.MustNewExec(be, ctx, func(ctx *context.Context, teacher, q, rowW *G.Node) *G.Node {
 		p := prototypes(ctx, c, teacher.Graph(), 0)
 		updatePrototypes(ctx, c, 0, p, teacher, q, rowW)
 		return p

@@ -3,13 +3,12 @@ package model
 import (
 	gocontext "context"
 	"fmt"
+	G "github.com/gomlx/gomlx/pkg/core/graph" // aliased: the project has its own graph package
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/gomlx/pkg/ml/context"
 	"os"
 	"path/filepath"
 	"slices"
-
-	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX graph code reads best with the dot import
-	"github.com/gomlx/gomlx/pkg/core/tensors"
-	"github.com/gomlx/gomlx/pkg/ml/context"
 
 	"github.com/hir-ads/hir/graph"
 )
@@ -43,6 +42,7 @@ func Load(dir string) (*Model, error) {
 		dir = latest
 	}
 	m := &Model{}
+	m.cfg.Model.IDRows = -1 // kept when config.json predates the per-id table
 	if err := readJSON(filepath.Join(dir, FileConfig), &m.cfg); err != nil {
 		return nil, fmt.Errorf("load model: %w", err)
 	}
@@ -71,7 +71,7 @@ func Load(dir string) (*Model, error) {
 		return nil, err
 	}
 	mc := m.cfg.Model
-	m.exec, err = context.NewExec(be, m.ctx.Reuse(), func(ctx *context.Context, in []*Node) *Node {
+	m.exec, err = context.NewExec(be, m.ctx.Reuse(), func(ctx *context.Context, in []*G.Node) *G.Node {
 		return encode(ctx, mc, in)
 	})
 	if err != nil {

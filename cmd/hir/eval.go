@@ -47,6 +47,9 @@ func parseEvalFlags(e *env, args []string) (*evalFlags, error) {
 	fs.IntVar(&f.ours.Train.Steps, "steps", 300, "training steps of our model")
 	fs.IntVar(&f.ours.Train.Pairs, "pairs", 0, "engagement events per training step (0: model default)")
 	fs.Float64Var(&f.ours.Train.LearningRate, "lr", 0, "AdamW learning rate (0: model default)")
+	fs.IntVar(&f.ours.Train.Negatives, "negatives", 0, "size of the queue of earlier ad embeddings in the retrieval loss, which replaces the random negative anchors (0: none, the default)")
+	fs.IntVar(&f.ours.Train.SnapshotEvery, "snapshot-every", 0, "also write a model version every N training steps (quality-against-time curves)")
+	fs.IntVar(&f.ours.Train.Model.IDRows, "id-rows", 0, "rows of the per-id hashed embedding table (0: model default, none)")
 	fs.Uint64Var(&f.ours.Train.Seed, "seed", 1, "random seed of our model")
 	fs.StringVar(&f.ours.Dir, "model-dir", "", "train into this data directory (kept); default a temporary one")
 	fs.StringVar(&f.ours.ModelDir, "model", "", "load this model instead of training (must be trained on nothing after the cut)")
@@ -71,6 +74,7 @@ func parseEvalFlags(e *env, args []string) (*evalFlags, error) {
 	}
 	f.ours.Weights = prior.weights()
 	f.ours.Rank = prior.options()
+	f.cfg.RecentPopularity.HalfLife = prior.halfLife // the service's prior half-life
 	if f.cfg.Data == "" {
 		fs.Usage()
 		return nil, errors.Join(errUsage, errors.New("--data is required"))

@@ -18,6 +18,8 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	fs.BoolVar(&cfg.Resume, "resume", false, "continue from the latest checkpoint")
 	fs.IntVar(&cfg.Pairs, "pairs", 0, "engagement events per step (0: default)")
 	fs.Float64Var(&cfg.LearningRate, "lr", 0, "AdamW learning rate (0: default)")
+	fs.IntVar(&cfg.Negatives, "negatives", 0, "size of the queue of earlier ad embeddings in the retrieval loss, which replaces the random negative anchors (0: none, the default)")
+	fs.IntVar(&cfg.Model.IDRows, "id-rows", 0, "rows of the per-id hashed embedding table (0: default, none)")
 	fs.BoolVar(&cfg.Synchronous, "sync", false, "sample on the training goroutine (no pipelined loader)")
 	fs.Float64Var(&cfg.Loss.Distill, "loss-distill", 0, "weight of the cross-view distillation loss (all five 0: defaults)")
 	fs.Float64Var(&cfg.Loss.Hierarchy, "loss-hierarchy", 0, "weight of the hierarchy consistency loss")
