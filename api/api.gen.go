@@ -18,6 +18,8 @@ import (
 	"strings"
 	"time"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/go-chi/chi/v5"
 	"github.com/oapi-codegen/runtime"
@@ -322,6 +324,12 @@ type EntityID = string
 // EntityType defines model for EntityType.
 type EntityType = NodeType
 
+// RateLimited defines model for RateLimited.
+type RateLimited = Problem
+
+// Unavailable defines model for Unavailable.
+type Unavailable = Problem
+
 // GetSimilarParams defines parameters for GetSimilar.
 type GetSimilarParams struct {
 	TargetType *NodeType `form:"target_type,omitempty" json:"target_type,omitempty"`
@@ -473,7 +481,14 @@ func WithRequestEditorFn(fn RequestEditorFn) ClientOption {
 // The interface specification for the client above.
 type ClientInterface interface {
 
-	// Healthz performs a GET /healthz (the `Healthz` operationId) request.
+	// GetDocs This API description as a human-readable HTML page (no external assets).
+	//
+	// Corresponds with GET /docs (the `GetDocs` operationId).
+	GetDocs(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// Healthz Liveness probe.
+	//
+	// Corresponds with GET /healthz (the `Healthz` operationId).
 	Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// Metrics Prometheus metrics (OpenTelemetry exporter).
@@ -481,10 +496,24 @@ type ClientInterface interface {
 	// Corresponds with GET /metrics (the `Metrics` operationId).
 	Metrics(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// Readyz performs a GET /readyz (the `Readyz` operationId) request.
+	// GetSpecJSON This API description (OpenAPI 3.0) as JSON.
+	//
+	// Corresponds with GET /openapi.json (the `GetSpecJSON` operationId).
+	GetSpecJSON(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetSpecYAML This API description (OpenAPI 3.0, YAML), as built into the server.
+	//
+	// Corresponds with GET /openapi.yaml (the `GetSpecYAML` operationId).
+	GetSpecYAML(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// Readyz Readiness probe; 503 until a model is served and while shutting down.
+	//
+	// Corresponds with GET /readyz (the `Readyz` operationId).
 	Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PostEntitiesWithBody Upsert a batch of entities (all-or-nothing).
+	//
+	// Stores every entity of the batch or none (400 names the offending item). An ad is indexed at once with the current model, so it can be retrieved before the next training run.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -493,6 +522,8 @@ type ClientInterface interface {
 
 	// PostEntities Upsert a batch of entities (all-or-nothing).
 	//
+	// Stores every entity of the batch or none (400 names the offending item). An ad is indexed at once with the current model, so it can be retrieved before the next training run.
+	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v1/entities (the `PostEntities` operationId).
@@ -500,15 +531,21 @@ type ClientInterface interface {
 
 	// GetInterests The entity's Bag-of-Meaning interest tokens with labels.
 	//
+	// The tokens (one or more per level of the interest hierarchy, coarse to fine) that represent the entity in the index, with their weights and human-readable labels. Example request: GET /v1/entities/user/u1/interests.
+	//
 	// Corresponds with GET /v1/entities/{type}/{id}/interests (the `GetInterests` operationId).
 	GetInterests(ctx context.Context, pType EntityType, id EntityID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetSimilar Nearest entities of a target type in the shared embedding space.
 	//
+	// Cosine-nearest entities of target_type (default: the entity's own type). Example request: GET /v1/entities/ad/a17/similar?target_type=ad&k=3 (the parameters' examples below use user u1).
+	//
 	// Corresponds with GET /v1/entities/{type}/{id}/similar (the `GetSimilar` operationId).
 	GetSimilar(ctx context.Context, pType EntityType, id EntityID, params *GetSimilarParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PostEventsWithBody Append a batch of events (all-or-nothing, idempotent by event id).
+	//
+	// Appends engagement events (user -> ad) and structure edges (ad -> campaign, ...). An event whose id was already stored is counted in duplicates and stored once. Endpoints that are not stored yet are created.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -517,6 +554,8 @@ type ClientInterface interface {
 
 	// PostEvents Append a batch of events (all-or-nothing, idempotent by event id).
 	//
+	// Appends engagement events (user -> ad) and structure edges (ad -> campaign, ...). An event whose id was already stored is counted in duplicates and stored once. Endpoints that are not stored yet are created.
+	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v1/events (the `PostEvents` operationId).
@@ -524,15 +563,21 @@ type ClientInterface interface {
 
 	// GetModel The serving model's version, training time and metrics.
 	//
+	// Answers 200 with ready false before the first model is trained.
+	//
 	// Corresponds with GET /v1/model (the `GetModel` operationId).
 	GetModel(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// TrainModel Trigger a background training run.
 	//
+	// Trains the next model version on every stored event, then swaps it in atomically; poll GET /v1/model. 409 while a run is in progress or, with Redis scale-out, on a replica that is not the trainer leader (the problem names the leader). The request has no body.
+	//
 	// Corresponds with POST /v1/model/train (the `TrainModel` operationId).
 	TrainModel(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RetrieveCandidatesWithBody Candidate ads for a user, a fresh user or an anonymous context.
+	//
+	// Embeds the user (cached, or fresh from its current neighbourhood and context_events), looks up its Bag-of-Meaning tokens in the ad index, applies the filter and re-ranks exactly. With explain, each candidate lists the interest tokens it shares with the user. 404 when a named user is unknown and no context_events are given.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -541,6 +586,8 @@ type ClientInterface interface {
 
 	// RetrieveCandidates Candidate ads for a user, a fresh user or an anonymous context.
 	//
+	// Embeds the user (cached, or fresh from its current neighbourhood and context_events), looks up its Bag-of-Meaning tokens in the ad index, applies the filter and re-ranks exactly. With explain, each candidate lists the interest tokens it shares with the user. 404 when a named user is unknown and no context_events are given.
+	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v1/retrieve (the `RetrieveCandidates` operationId).
@@ -548,11 +595,30 @@ type ClientInterface interface {
 
 	// GetToken One interest token's label, level, parent, children, size and sample members.
 	//
+	// Browse the interest hierarchy: a level-0 token is a coarse interest, its children refine it. size is the number of ads indexed under the token. Example request: GET /v1/tokens/0.1.
+	//
 	// Corresponds with GET /v1/tokens/{token} (the `GetToken` operationId).
 	GetToken(ctx context.Context, token string, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
-// Healthz performs a GET /healthz (the `Healthz` operationId) request.
+// GetDocs This API description as a human-readable HTML page (no external assets).
+//
+// Corresponds with GET /docs (the `GetDocs` operationId).
+func (c *Client) GetDocs(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetDocsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// Healthz Liveness probe.
+//
+// Corresponds with GET /healthz (the `Healthz` operationId).
 func (c *Client) Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewHealthzRequest(c.Server)
 	if err != nil {
@@ -580,7 +646,39 @@ func (c *Client) Metrics(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 	return c.Client.Do(req)
 }
 
-// Readyz performs a GET /readyz (the `Readyz` operationId) request.
+// GetSpecJSON This API description (OpenAPI 3.0) as JSON.
+//
+// Corresponds with GET /openapi.json (the `GetSpecJSON` operationId).
+func (c *Client) GetSpecJSON(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetSpecJSONRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetSpecYAML This API description (OpenAPI 3.0, YAML), as built into the server.
+//
+// Corresponds with GET /openapi.yaml (the `GetSpecYAML` operationId).
+func (c *Client) GetSpecYAML(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetSpecYAMLRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// Readyz Readiness probe; 503 until a model is served and while shutting down.
+//
+// Corresponds with GET /readyz (the `Readyz` operationId).
 func (c *Client) Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewReadyzRequest(c.Server)
 	if err != nil {
@@ -594,6 +692,8 @@ func (c *Client) Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*ht
 }
 
 // PostEntitiesWithBody Upsert a batch of entities (all-or-nothing).
+//
+// Stores every entity of the batch or none (400 names the offending item). An ad is indexed at once with the current model, so it can be retrieved before the next training run.
 //
 // Takes any type of body and a specified content type.
 //
@@ -612,6 +712,8 @@ func (c *Client) PostEntitiesWithBody(ctx context.Context, contentType string, b
 
 // PostEntities Upsert a batch of entities (all-or-nothing).
 //
+// Stores every entity of the batch or none (400 names the offending item). An ad is indexed at once with the current model, so it can be retrieved before the next training run.
+//
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /v1/entities (the `PostEntities` operationId).
@@ -629,6 +731,8 @@ func (c *Client) PostEntities(ctx context.Context, body PostEntitiesJSONRequestB
 
 // GetInterests The entity's Bag-of-Meaning interest tokens with labels.
 //
+// The tokens (one or more per level of the interest hierarchy, coarse to fine) that represent the entity in the index, with their weights and human-readable labels. Example request: GET /v1/entities/user/u1/interests.
+//
 // Corresponds with GET /v1/entities/{type}/{id}/interests (the `GetInterests` operationId).
 func (c *Client) GetInterests(ctx context.Context, pType EntityType, id EntityID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetInterestsRequest(c.Server, pType, id)
@@ -644,6 +748,8 @@ func (c *Client) GetInterests(ctx context.Context, pType EntityType, id EntityID
 
 // GetSimilar Nearest entities of a target type in the shared embedding space.
 //
+// Cosine-nearest entities of target_type (default: the entity's own type). Example request: GET /v1/entities/ad/a17/similar?target_type=ad&k=3 (the parameters' examples below use user u1).
+//
 // Corresponds with GET /v1/entities/{type}/{id}/similar (the `GetSimilar` operationId).
 func (c *Client) GetSimilar(ctx context.Context, pType EntityType, id EntityID, params *GetSimilarParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetSimilarRequest(c.Server, pType, id, params)
@@ -658,6 +764,8 @@ func (c *Client) GetSimilar(ctx context.Context, pType EntityType, id EntityID, 
 }
 
 // PostEventsWithBody Append a batch of events (all-or-nothing, idempotent by event id).
+//
+// Appends engagement events (user -> ad) and structure edges (ad -> campaign, ...). An event whose id was already stored is counted in duplicates and stored once. Endpoints that are not stored yet are created.
 //
 // Takes any type of body and a specified content type.
 //
@@ -676,6 +784,8 @@ func (c *Client) PostEventsWithBody(ctx context.Context, contentType string, bod
 
 // PostEvents Append a batch of events (all-or-nothing, idempotent by event id).
 //
+// Appends engagement events (user -> ad) and structure edges (ad -> campaign, ...). An event whose id was already stored is counted in duplicates and stored once. Endpoints that are not stored yet are created.
+//
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /v1/events (the `PostEvents` operationId).
@@ -693,6 +803,8 @@ func (c *Client) PostEvents(ctx context.Context, body PostEventsJSONRequestBody,
 
 // GetModel The serving model's version, training time and metrics.
 //
+// Answers 200 with ready false before the first model is trained.
+//
 // Corresponds with GET /v1/model (the `GetModel` operationId).
 func (c *Client) GetModel(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetModelRequest(c.Server)
@@ -708,6 +820,8 @@ func (c *Client) GetModel(ctx context.Context, reqEditors ...RequestEditorFn) (*
 
 // TrainModel Trigger a background training run.
 //
+// Trains the next model version on every stored event, then swaps it in atomically; poll GET /v1/model. 409 while a run is in progress or, with Redis scale-out, on a replica that is not the trainer leader (the problem names the leader). The request has no body.
+//
 // Corresponds with POST /v1/model/train (the `TrainModel` operationId).
 func (c *Client) TrainModel(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewTrainModelRequest(c.Server)
@@ -722,6 +836,8 @@ func (c *Client) TrainModel(ctx context.Context, reqEditors ...RequestEditorFn) 
 }
 
 // RetrieveCandidatesWithBody Candidate ads for a user, a fresh user or an anonymous context.
+//
+// Embeds the user (cached, or fresh from its current neighbourhood and context_events), looks up its Bag-of-Meaning tokens in the ad index, applies the filter and re-ranks exactly. With explain, each candidate lists the interest tokens it shares with the user. 404 when a named user is unknown and no context_events are given.
 //
 // Takes any type of body and a specified content type.
 //
@@ -740,6 +856,8 @@ func (c *Client) RetrieveCandidatesWithBody(ctx context.Context, contentType str
 
 // RetrieveCandidates Candidate ads for a user, a fresh user or an anonymous context.
 //
+// Embeds the user (cached, or fresh from its current neighbourhood and context_events), looks up its Bag-of-Meaning tokens in the ad index, applies the filter and re-ranks exactly. With explain, each candidate lists the interest tokens it shares with the user. 404 when a named user is unknown and no context_events are given.
+//
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /v1/retrieve (the `RetrieveCandidates` operationId).
@@ -757,6 +875,8 @@ func (c *Client) RetrieveCandidates(ctx context.Context, body RetrieveCandidates
 
 // GetToken One interest token's label, level, parent, children, size and sample members.
 //
+// Browse the interest hierarchy: a level-0 token is a coarse interest, its children refine it. size is the number of ads indexed under the token. Example request: GET /v1/tokens/0.1.
+//
 // Corresponds with GET /v1/tokens/{token} (the `GetToken` operationId).
 func (c *Client) GetToken(ctx context.Context, token string, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetTokenRequest(c.Server, token)
@@ -768,6 +888,33 @@ func (c *Client) GetToken(ctx context.Context, token string, reqEditors ...Reque
 		return nil, err
 	}
 	return c.Client.Do(req)
+}
+
+// NewGetDocsRequest constructs an http.Request for the GetDocs method
+func NewGetDocsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/docs")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
 }
 
 // NewHealthzRequest constructs an http.Request for the Healthz method
@@ -807,6 +954,60 @@ func NewMetricsRequest(server string) (*http.Request, error) {
 	}
 
 	operationPath := fmt.Sprintf("/metrics")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetSpecJSONRequest constructs an http.Request for the GetSpecJSON method
+func NewGetSpecJSONRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/openapi.json")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetSpecYAMLRequest constructs an http.Request for the GetSpecYAML method
+func NewGetSpecYAMLRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/openapi.yaml")
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -1224,9 +1425,18 @@ func WithBaseURL(baseURL string) ClientOption {
 // ClientWithResponsesInterface is the interface specification for the client with responses above.
 type ClientWithResponsesInterface interface {
 
-	// HealthzWithResponse performs a GET /healthz (the `Healthz` operationId) request.
+	// GetDocsWithResponse This API description as a human-readable HTML page (no external assets).
 	//
 	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /docs (the `GetDocs` operationId).
+	GetDocsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetDocsResponse, error)
+
+	// HealthzWithResponse Liveness probe.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /healthz (the `Healthz` operationId).
 	HealthzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*HealthzResponse, error)
 
 	// MetricsWithResponse Prometheus metrics (OpenTelemetry exporter).
@@ -1236,12 +1446,30 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /metrics (the `Metrics` operationId).
 	MetricsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*MetricsResponse, error)
 
-	// ReadyzWithResponse performs a GET /readyz (the `Readyz` operationId) request.
+	// GetSpecJSONWithResponse This API description (OpenAPI 3.0) as JSON.
 	//
 	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /openapi.json (the `GetSpecJSON` operationId).
+	GetSpecJSONWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetSpecJSONResponse, error)
+
+	// GetSpecYAMLWithResponse This API description (OpenAPI 3.0, YAML), as built into the server.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /openapi.yaml (the `GetSpecYAML` operationId).
+	GetSpecYAMLWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetSpecYAMLResponse, error)
+
+	// ReadyzWithResponse Readiness probe; 503 until a model is served and while shutting down.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /readyz (the `Readyz` operationId).
 	ReadyzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ReadyzResponse, error)
 
 	// PostEntitiesWithBodyWithResponse Upsert a batch of entities (all-or-nothing).
+	//
+	// Stores every entity of the batch or none (400 names the offending item). An ad is indexed at once with the current model, so it can be retrieved before the next training run.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -1250,12 +1478,16 @@ type ClientWithResponsesInterface interface {
 
 	// PostEntitiesWithResponse Upsert a batch of entities (all-or-nothing).
 	//
+	// Stores every entity of the batch or none (400 names the offending item). An ad is indexed at once with the current model, so it can be retrieved before the next training run.
+	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/entities (the `PostEntities` operationId).
 	PostEntitiesWithResponse(ctx context.Context, body PostEntitiesJSONRequestBody, reqEditors ...RequestEditorFn) (*PostEntitiesResponse, error)
 
 	// GetInterestsWithResponse The entity's Bag-of-Meaning interest tokens with labels.
+	//
+	// The tokens (one or more per level of the interest hierarchy, coarse to fine) that represent the entity in the index, with their weights and human-readable labels. Example request: GET /v1/entities/user/u1/interests.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -1264,12 +1496,16 @@ type ClientWithResponsesInterface interface {
 
 	// GetSimilarWithResponse Nearest entities of a target type in the shared embedding space.
 	//
+	// Cosine-nearest entities of target_type (default: the entity's own type). Example request: GET /v1/entities/ad/a17/similar?target_type=ad&k=3 (the parameters' examples below use user u1).
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /v1/entities/{type}/{id}/similar (the `GetSimilar` operationId).
 	GetSimilarWithResponse(ctx context.Context, pType EntityType, id EntityID, params *GetSimilarParams, reqEditors ...RequestEditorFn) (*GetSimilarResponse, error)
 
 	// PostEventsWithBodyWithResponse Append a batch of events (all-or-nothing, idempotent by event id).
+	//
+	// Appends engagement events (user -> ad) and structure edges (ad -> campaign, ...). An event whose id was already stored is counted in duplicates and stored once. Endpoints that are not stored yet are created.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -1278,12 +1514,16 @@ type ClientWithResponsesInterface interface {
 
 	// PostEventsWithResponse Append a batch of events (all-or-nothing, idempotent by event id).
 	//
+	// Appends engagement events (user -> ad) and structure edges (ad -> campaign, ...). An event whose id was already stored is counted in duplicates and stored once. Endpoints that are not stored yet are created.
+	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/events (the `PostEvents` operationId).
 	PostEventsWithResponse(ctx context.Context, body PostEventsJSONRequestBody, reqEditors ...RequestEditorFn) (*PostEventsResponse, error)
 
 	// GetModelWithResponse The serving model's version, training time and metrics.
+	//
+	// Answers 200 with ready false before the first model is trained.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -1292,12 +1532,16 @@ type ClientWithResponsesInterface interface {
 
 	// TrainModelWithResponse Trigger a background training run.
 	//
+	// Trains the next model version on every stored event, then swaps it in atomically; poll GET /v1/model. 409 while a run is in progress or, with Redis scale-out, on a replica that is not the trainer leader (the problem names the leader). The request has no body.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/model/train (the `TrainModel` operationId).
 	TrainModelWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*TrainModelResponse, error)
 
 	// RetrieveCandidatesWithBodyWithResponse Candidate ads for a user, a fresh user or an anonymous context.
+	//
+	// Embeds the user (cached, or fresh from its current neighbourhood and context_events), looks up its Bag-of-Meaning tokens in the ad index, applies the filter and re-ranks exactly. With explain, each candidate lists the interest tokens it shares with the user. 404 when a named user is unknown and no context_events are given.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -1306,6 +1550,8 @@ type ClientWithResponsesInterface interface {
 
 	// RetrieveCandidatesWithResponse Candidate ads for a user, a fresh user or an anonymous context.
 	//
+	// Embeds the user (cached, or fresh from its current neighbourhood and context_events), looks up its Bag-of-Meaning tokens in the ad index, applies the filter and re-ranks exactly. With explain, each candidate lists the interest tokens it shares with the user. 404 when a named user is unknown and no context_events are given.
+	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/retrieve (the `RetrieveCandidates` operationId).
@@ -1313,10 +1559,72 @@ type ClientWithResponsesInterface interface {
 
 	// GetTokenWithResponse One interest token's label, level, parent, children, size and sample members.
 	//
+	// Browse the interest hierarchy: a level-0 token is a coarse interest, its children refine it. size is the number of ads indexed under the token. Example request: GET /v1/tokens/0.1.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /v1/tokens/{token} (the `GetToken` operationId).
 	GetTokenWithResponse(ctx context.Context, token string, reqEditors ...RequestEditorFn) (*GetTokenResponse, error)
+}
+
+// GetDocsResponse429Headers the declared response headers of an HTTP 429 response for GetDocs
+type GetDocsResponse429Headers struct {
+	RetryAfter *int
+}
+
+type GetDocsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetDocsResponse429Headers
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetDocsResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetDocsResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
+}
+
+// GetBody returns the raw response body bytes
+func (r GetDocsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetDocsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetDocsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetDocsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// HealthzResponse429Headers the declared response headers of an HTTP 429 response for Healthz
+type HealthzResponse429Headers struct {
+	RetryAfter *int
 }
 
 type HealthzResponse struct {
@@ -1324,11 +1632,27 @@ type HealthzResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *Health
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *HealthzResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r HealthzResponse) GetJSON200() *Health {
 	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r HealthzResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r HealthzResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
 }
 
 // GetBody returns the raw response body bytes
@@ -1360,9 +1684,30 @@ func (r HealthzResponse) ContentType() string {
 	return ""
 }
 
+// MetricsResponse429Headers the declared response headers of an HTTP 429 response for Metrics
+type MetricsResponse429Headers struct {
+	RetryAfter *int
+}
+
 type MetricsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *MetricsResponse429Headers
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r MetricsResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r MetricsResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
 }
 
 // GetBody returns the raw response body bytes
@@ -1394,13 +1739,155 @@ func (r MetricsResponse) ContentType() string {
 	return ""
 }
 
+// GetSpecJSONResponse429Headers the declared response headers of an HTTP 429 response for GetSpecJSON
+type GetSpecJSONResponse429Headers struct {
+	RetryAfter *int
+}
+
+type GetSpecJSONResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *map[string]interface{}
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetSpecJSONResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetSpecJSONResponse) GetJSON200() *map[string]interface{} {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetSpecJSONResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetSpecJSONResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
+}
+
+// GetBody returns the raw response body bytes
+func (r GetSpecJSONResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetSpecJSONResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetSpecJSONResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetSpecJSONResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetSpecYAMLResponse429Headers the declared response headers of an HTTP 429 response for GetSpecYAML
+type GetSpecYAMLResponse429Headers struct {
+	RetryAfter *int
+}
+
+type GetSpecYAMLResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// YAML200 the response for an HTTP 200 `application/yaml` response
+	YAML200 *map[string]interface{}
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetSpecYAMLResponse429Headers
+}
+
+// GetYAML200 returns the response for an HTTP 200 `application/yaml` response
+func (r GetSpecYAMLResponse) GetYAML200() *map[string]interface{} {
+	return r.YAML200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetSpecYAMLResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetSpecYAMLResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
+}
+
+// GetBody returns the raw response body bytes
+func (r GetSpecYAMLResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetSpecYAMLResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetSpecYAMLResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetSpecYAMLResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ReadyzResponse429Headers the declared response headers of an HTTP 429 response for Readyz
+type ReadyzResponse429Headers struct {
+	RetryAfter *int
+}
+
+// ReadyzResponse503Headers the declared response headers of an HTTP 503 response for Readyz
+type ReadyzResponse503Headers struct {
+	RetryAfter *int
+}
+
 type ReadyzResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *Health
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
-	ApplicationproblemJSON503 *Problem
+	ApplicationproblemJSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ReadyzResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ReadyzResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -1408,8 +1895,18 @@ func (r ReadyzResponse) GetJSON200() *Health {
 	return r.JSON200
 }
 
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ReadyzResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ReadyzResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
+}
+
 // GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
-func (r ReadyzResponse) GetApplicationproblemJSON503() *Problem {
+func (r ReadyzResponse) GetApplicationproblemJSON503() *Unavailable {
 	return r.ApplicationproblemJSON503
 }
 
@@ -1442,6 +1939,16 @@ func (r ReadyzResponse) ContentType() string {
 	return ""
 }
 
+// PostEntitiesResponse429Headers the declared response headers of an HTTP 429 response for PostEntities
+type PostEntitiesResponse429Headers struct {
+	RetryAfter *int
+}
+
+// PostEntitiesResponse503Headers the declared response headers of an HTTP 503 response for PostEntities
+type PostEntitiesResponse503Headers struct {
+	RetryAfter *int
+}
+
 type PostEntitiesResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -1456,11 +1963,15 @@ type PostEntitiesResponse struct {
 	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
 	ApplicationproblemJSON415 *Problem
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
-	ApplicationproblemJSON429 *Problem
+	ApplicationproblemJSON429 *RateLimited
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Problem
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
-	ApplicationproblemJSON503 *Problem
+	ApplicationproblemJSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PostEntitiesResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *PostEntitiesResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -1489,7 +2000,7 @@ func (r PostEntitiesResponse) GetApplicationproblemJSON415() *Problem {
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
-func (r PostEntitiesResponse) GetApplicationproblemJSON429() *Problem {
+func (r PostEntitiesResponse) GetApplicationproblemJSON429() *RateLimited {
 	return r.ApplicationproblemJSON429
 }
 
@@ -1499,7 +2010,7 @@ func (r PostEntitiesResponse) GetApplicationproblemJSON500() *Problem {
 }
 
 // GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
-func (r PostEntitiesResponse) GetApplicationproblemJSON503() *Problem {
+func (r PostEntitiesResponse) GetApplicationproblemJSON503() *Unavailable {
 	return r.ApplicationproblemJSON503
 }
 
@@ -1532,6 +2043,16 @@ func (r PostEntitiesResponse) ContentType() string {
 	return ""
 }
 
+// GetInterestsResponse429Headers the declared response headers of an HTTP 429 response for GetInterests
+type GetInterestsResponse429Headers struct {
+	RetryAfter *int
+}
+
+// GetInterestsResponse503Headers the declared response headers of an HTTP 503 response for GetInterests
+type GetInterestsResponse503Headers struct {
+	RetryAfter *int
+}
+
 type GetInterestsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -1544,11 +2065,15 @@ type GetInterestsResponse struct {
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *Problem
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
-	ApplicationproblemJSON429 *Problem
+	ApplicationproblemJSON429 *RateLimited
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Problem
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
-	ApplicationproblemJSON503 *Problem
+	ApplicationproblemJSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetInterestsResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetInterestsResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -1572,7 +2097,7 @@ func (r GetInterestsResponse) GetApplicationproblemJSON404() *Problem {
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
-func (r GetInterestsResponse) GetApplicationproblemJSON429() *Problem {
+func (r GetInterestsResponse) GetApplicationproblemJSON429() *RateLimited {
 	return r.ApplicationproblemJSON429
 }
 
@@ -1582,7 +2107,7 @@ func (r GetInterestsResponse) GetApplicationproblemJSON500() *Problem {
 }
 
 // GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
-func (r GetInterestsResponse) GetApplicationproblemJSON503() *Problem {
+func (r GetInterestsResponse) GetApplicationproblemJSON503() *Unavailable {
 	return r.ApplicationproblemJSON503
 }
 
@@ -1615,6 +2140,16 @@ func (r GetInterestsResponse) ContentType() string {
 	return ""
 }
 
+// GetSimilarResponse429Headers the declared response headers of an HTTP 429 response for GetSimilar
+type GetSimilarResponse429Headers struct {
+	RetryAfter *int
+}
+
+// GetSimilarResponse503Headers the declared response headers of an HTTP 503 response for GetSimilar
+type GetSimilarResponse503Headers struct {
+	RetryAfter *int
+}
+
 type GetSimilarResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -1627,11 +2162,15 @@ type GetSimilarResponse struct {
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *Problem
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
-	ApplicationproblemJSON429 *Problem
+	ApplicationproblemJSON429 *RateLimited
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Problem
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
-	ApplicationproblemJSON503 *Problem
+	ApplicationproblemJSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetSimilarResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetSimilarResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -1655,7 +2194,7 @@ func (r GetSimilarResponse) GetApplicationproblemJSON404() *Problem {
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
-func (r GetSimilarResponse) GetApplicationproblemJSON429() *Problem {
+func (r GetSimilarResponse) GetApplicationproblemJSON429() *RateLimited {
 	return r.ApplicationproblemJSON429
 }
 
@@ -1665,7 +2204,7 @@ func (r GetSimilarResponse) GetApplicationproblemJSON500() *Problem {
 }
 
 // GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
-func (r GetSimilarResponse) GetApplicationproblemJSON503() *Problem {
+func (r GetSimilarResponse) GetApplicationproblemJSON503() *Unavailable {
 	return r.ApplicationproblemJSON503
 }
 
@@ -1698,6 +2237,16 @@ func (r GetSimilarResponse) ContentType() string {
 	return ""
 }
 
+// PostEventsResponse429Headers the declared response headers of an HTTP 429 response for PostEvents
+type PostEventsResponse429Headers struct {
+	RetryAfter *int
+}
+
+// PostEventsResponse503Headers the declared response headers of an HTTP 503 response for PostEvents
+type PostEventsResponse503Headers struct {
+	RetryAfter *int
+}
+
 type PostEventsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -1712,11 +2261,15 @@ type PostEventsResponse struct {
 	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
 	ApplicationproblemJSON415 *Problem
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
-	ApplicationproblemJSON429 *Problem
+	ApplicationproblemJSON429 *RateLimited
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Problem
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
-	ApplicationproblemJSON503 *Problem
+	ApplicationproblemJSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PostEventsResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *PostEventsResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -1745,7 +2298,7 @@ func (r PostEventsResponse) GetApplicationproblemJSON415() *Problem {
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
-func (r PostEventsResponse) GetApplicationproblemJSON429() *Problem {
+func (r PostEventsResponse) GetApplicationproblemJSON429() *RateLimited {
 	return r.ApplicationproblemJSON429
 }
 
@@ -1755,7 +2308,7 @@ func (r PostEventsResponse) GetApplicationproblemJSON500() *Problem {
 }
 
 // GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
-func (r PostEventsResponse) GetApplicationproblemJSON503() *Problem {
+func (r PostEventsResponse) GetApplicationproblemJSON503() *Unavailable {
 	return r.ApplicationproblemJSON503
 }
 
@@ -1788,6 +2341,11 @@ func (r PostEventsResponse) ContentType() string {
 	return ""
 }
 
+// GetModelResponse429Headers the declared response headers of an HTTP 429 response for GetModel
+type GetModelResponse429Headers struct {
+	RetryAfter *int
+}
+
 type GetModelResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -1796,7 +2354,9 @@ type GetModelResponse struct {
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Problem
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
-	ApplicationproblemJSON429 *Problem
+	ApplicationproblemJSON429 *RateLimited
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetModelResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -1810,7 +2370,7 @@ func (r GetModelResponse) GetApplicationproblemJSON401() *Problem {
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
-func (r GetModelResponse) GetApplicationproblemJSON429() *Problem {
+func (r GetModelResponse) GetApplicationproblemJSON429() *RateLimited {
 	return r.ApplicationproblemJSON429
 }
 
@@ -1843,6 +2403,16 @@ func (r GetModelResponse) ContentType() string {
 	return ""
 }
 
+// TrainModelResponse429Headers the declared response headers of an HTTP 429 response for TrainModel
+type TrainModelResponse429Headers struct {
+	RetryAfter *int
+}
+
+// TrainModelResponse503Headers the declared response headers of an HTTP 503 response for TrainModel
+type TrainModelResponse503Headers struct {
+	RetryAfter *int
+}
+
 type TrainModelResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -1853,11 +2423,15 @@ type TrainModelResponse struct {
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *Problem
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
-	ApplicationproblemJSON429 *Problem
+	ApplicationproblemJSON429 *RateLimited
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Problem
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
-	ApplicationproblemJSON503 *Problem
+	ApplicationproblemJSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *TrainModelResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *TrainModelResponse503Headers
 }
 
 // GetJSON202 returns the response for an HTTP 202 `application/json` response
@@ -1876,7 +2450,7 @@ func (r TrainModelResponse) GetApplicationproblemJSON409() *Problem {
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
-func (r TrainModelResponse) GetApplicationproblemJSON429() *Problem {
+func (r TrainModelResponse) GetApplicationproblemJSON429() *RateLimited {
 	return r.ApplicationproblemJSON429
 }
 
@@ -1886,7 +2460,7 @@ func (r TrainModelResponse) GetApplicationproblemJSON500() *Problem {
 }
 
 // GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
-func (r TrainModelResponse) GetApplicationproblemJSON503() *Problem {
+func (r TrainModelResponse) GetApplicationproblemJSON503() *Unavailable {
 	return r.ApplicationproblemJSON503
 }
 
@@ -1919,6 +2493,16 @@ func (r TrainModelResponse) ContentType() string {
 	return ""
 }
 
+// RetrieveCandidatesResponse429Headers the declared response headers of an HTTP 429 response for RetrieveCandidates
+type RetrieveCandidatesResponse429Headers struct {
+	RetryAfter *int
+}
+
+// RetrieveCandidatesResponse503Headers the declared response headers of an HTTP 503 response for RetrieveCandidates
+type RetrieveCandidatesResponse503Headers struct {
+	RetryAfter *int
+}
+
 type RetrieveCandidatesResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -1935,11 +2519,15 @@ type RetrieveCandidatesResponse struct {
 	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
 	ApplicationproblemJSON415 *Problem
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
-	ApplicationproblemJSON429 *Problem
+	ApplicationproblemJSON429 *RateLimited
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Problem
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
-	ApplicationproblemJSON503 *Problem
+	ApplicationproblemJSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RetrieveCandidatesResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RetrieveCandidatesResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -1973,7 +2561,7 @@ func (r RetrieveCandidatesResponse) GetApplicationproblemJSON415() *Problem {
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
-func (r RetrieveCandidatesResponse) GetApplicationproblemJSON429() *Problem {
+func (r RetrieveCandidatesResponse) GetApplicationproblemJSON429() *RateLimited {
 	return r.ApplicationproblemJSON429
 }
 
@@ -1983,7 +2571,7 @@ func (r RetrieveCandidatesResponse) GetApplicationproblemJSON500() *Problem {
 }
 
 // GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
-func (r RetrieveCandidatesResponse) GetApplicationproblemJSON503() *Problem {
+func (r RetrieveCandidatesResponse) GetApplicationproblemJSON503() *Unavailable {
 	return r.ApplicationproblemJSON503
 }
 
@@ -2016,6 +2604,16 @@ func (r RetrieveCandidatesResponse) ContentType() string {
 	return ""
 }
 
+// GetTokenResponse429Headers the declared response headers of an HTTP 429 response for GetToken
+type GetTokenResponse429Headers struct {
+	RetryAfter *int
+}
+
+// GetTokenResponse503Headers the declared response headers of an HTTP 503 response for GetToken
+type GetTokenResponse503Headers struct {
+	RetryAfter *int
+}
+
 type GetTokenResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -2028,11 +2626,15 @@ type GetTokenResponse struct {
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *Problem
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
-	ApplicationproblemJSON429 *Problem
+	ApplicationproblemJSON429 *RateLimited
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Problem
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
-	ApplicationproblemJSON503 *Problem
+	ApplicationproblemJSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetTokenResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetTokenResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -2056,7 +2658,7 @@ func (r GetTokenResponse) GetApplicationproblemJSON404() *Problem {
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
-func (r GetTokenResponse) GetApplicationproblemJSON429() *Problem {
+func (r GetTokenResponse) GetApplicationproblemJSON429() *RateLimited {
 	return r.ApplicationproblemJSON429
 }
 
@@ -2066,7 +2668,7 @@ func (r GetTokenResponse) GetApplicationproblemJSON500() *Problem {
 }
 
 // GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
-func (r GetTokenResponse) GetApplicationproblemJSON503() *Problem {
+func (r GetTokenResponse) GetApplicationproblemJSON503() *Unavailable {
 	return r.ApplicationproblemJSON503
 }
 
@@ -2099,9 +2701,24 @@ func (r GetTokenResponse) ContentType() string {
 	return ""
 }
 
-// HealthzWithResponse performs a GET /healthz (the `Healthz` operationId) request.
+// GetDocsWithResponse This API description as a human-readable HTML page (no external assets).
 //
 // Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /docs (the `GetDocs` operationId).
+func (c *ClientWithResponses) GetDocsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetDocsResponse, error) {
+	rsp, err := c.GetDocs(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetDocsResponse(rsp)
+}
+
+// HealthzWithResponse Liveness probe.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /healthz (the `Healthz` operationId).
 func (c *ClientWithResponses) HealthzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*HealthzResponse, error) {
 	rsp, err := c.Healthz(ctx, reqEditors...)
 	if err != nil {
@@ -2123,9 +2740,37 @@ func (c *ClientWithResponses) MetricsWithResponse(ctx context.Context, reqEditor
 	return ParseMetricsResponse(rsp)
 }
 
-// ReadyzWithResponse performs a GET /readyz (the `Readyz` operationId) request.
+// GetSpecJSONWithResponse This API description (OpenAPI 3.0) as JSON.
 //
 // Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /openapi.json (the `GetSpecJSON` operationId).
+func (c *ClientWithResponses) GetSpecJSONWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetSpecJSONResponse, error) {
+	rsp, err := c.GetSpecJSON(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetSpecJSONResponse(rsp)
+}
+
+// GetSpecYAMLWithResponse This API description (OpenAPI 3.0, YAML), as built into the server.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /openapi.yaml (the `GetSpecYAML` operationId).
+func (c *ClientWithResponses) GetSpecYAMLWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetSpecYAMLResponse, error) {
+	rsp, err := c.GetSpecYAML(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetSpecYAMLResponse(rsp)
+}
+
+// ReadyzWithResponse Readiness probe; 503 until a model is served and while shutting down.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /readyz (the `Readyz` operationId).
 func (c *ClientWithResponses) ReadyzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ReadyzResponse, error) {
 	rsp, err := c.Readyz(ctx, reqEditors...)
 	if err != nil {
@@ -2135,6 +2780,8 @@ func (c *ClientWithResponses) ReadyzWithResponse(ctx context.Context, reqEditors
 }
 
 // PostEntitiesWithBodyWithResponse Upsert a batch of entities (all-or-nothing).
+//
+// Stores every entity of the batch or none (400 names the offending item). An ad is indexed at once with the current model, so it can be retrieved before the next training run.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -2149,6 +2796,8 @@ func (c *ClientWithResponses) PostEntitiesWithBodyWithResponse(ctx context.Conte
 
 // PostEntitiesWithResponse Upsert a batch of entities (all-or-nothing).
 //
+// Stores every entity of the batch or none (400 names the offending item). An ad is indexed at once with the current model, so it can be retrieved before the next training run.
+//
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/entities (the `PostEntities` operationId).
@@ -2161,6 +2810,8 @@ func (c *ClientWithResponses) PostEntitiesWithResponse(ctx context.Context, body
 }
 
 // GetInterestsWithResponse The entity's Bag-of-Meaning interest tokens with labels.
+//
+// The tokens (one or more per level of the interest hierarchy, coarse to fine) that represent the entity in the index, with their weights and human-readable labels. Example request: GET /v1/entities/user/u1/interests.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -2175,6 +2826,8 @@ func (c *ClientWithResponses) GetInterestsWithResponse(ctx context.Context, pTyp
 
 // GetSimilarWithResponse Nearest entities of a target type in the shared embedding space.
 //
+// Cosine-nearest entities of target_type (default: the entity's own type). Example request: GET /v1/entities/ad/a17/similar?target_type=ad&k=3 (the parameters' examples below use user u1).
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /v1/entities/{type}/{id}/similar (the `GetSimilar` operationId).
@@ -2187,6 +2840,8 @@ func (c *ClientWithResponses) GetSimilarWithResponse(ctx context.Context, pType 
 }
 
 // PostEventsWithBodyWithResponse Append a batch of events (all-or-nothing, idempotent by event id).
+//
+// Appends engagement events (user -> ad) and structure edges (ad -> campaign, ...). An event whose id was already stored is counted in duplicates and stored once. Endpoints that are not stored yet are created.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -2201,6 +2856,8 @@ func (c *ClientWithResponses) PostEventsWithBodyWithResponse(ctx context.Context
 
 // PostEventsWithResponse Append a batch of events (all-or-nothing, idempotent by event id).
 //
+// Appends engagement events (user -> ad) and structure edges (ad -> campaign, ...). An event whose id was already stored is counted in duplicates and stored once. Endpoints that are not stored yet are created.
+//
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/events (the `PostEvents` operationId).
@@ -2213,6 +2870,8 @@ func (c *ClientWithResponses) PostEventsWithResponse(ctx context.Context, body P
 }
 
 // GetModelWithResponse The serving model's version, training time and metrics.
+//
+// Answers 200 with ready false before the first model is trained.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -2227,6 +2886,8 @@ func (c *ClientWithResponses) GetModelWithResponse(ctx context.Context, reqEdito
 
 // TrainModelWithResponse Trigger a background training run.
 //
+// Trains the next model version on every stored event, then swaps it in atomically; poll GET /v1/model. 409 while a run is in progress or, with Redis scale-out, on a replica that is not the trainer leader (the problem names the leader). The request has no body.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/model/train (the `TrainModel` operationId).
@@ -2239,6 +2900,8 @@ func (c *ClientWithResponses) TrainModelWithResponse(ctx context.Context, reqEdi
 }
 
 // RetrieveCandidatesWithBodyWithResponse Candidate ads for a user, a fresh user or an anonymous context.
+//
+// Embeds the user (cached, or fresh from its current neighbourhood and context_events), looks up its Bag-of-Meaning tokens in the ad index, applies the filter and re-ranks exactly. With explain, each candidate lists the interest tokens it shares with the user. 404 when a named user is unknown and no context_events are given.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -2253,6 +2916,8 @@ func (c *ClientWithResponses) RetrieveCandidatesWithBodyWithResponse(ctx context
 
 // RetrieveCandidatesWithResponse Candidate ads for a user, a fresh user or an anonymous context.
 //
+// Embeds the user (cached, or fresh from its current neighbourhood and context_events), looks up its Bag-of-Meaning tokens in the ad index, applies the filter and re-ranks exactly. With explain, each candidate lists the interest tokens it shares with the user. 404 when a named user is unknown and no context_events are given.
+//
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/retrieve (the `RetrieveCandidates` operationId).
@@ -2266,6 +2931,8 @@ func (c *ClientWithResponses) RetrieveCandidatesWithResponse(ctx context.Context
 
 // GetTokenWithResponse One interest token's label, level, parent, children, size and sample members.
 //
+// Browse the interest hierarchy: a level-0 token is a coarse interest, its children refine it. size is the number of ads indexed under the token. Example request: GET /v1/tokens/0.1.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /v1/tokens/{token} (the `GetToken` operationId).
@@ -2275,6 +2942,52 @@ func (c *ClientWithResponses) GetTokenWithResponse(ctx context.Context, token st
 		return nil, err
 	}
 	return ParseGetTokenResponse(rsp)
+}
+
+// ParseGetDocsResponse parses an HTTP response from a GetDocsWithResponse call
+func ParseGetDocsResponse(rsp *http.Response) (*GetDocsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetDocsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetDocsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
 }
 
 // ParseHealthzResponse parses an HTTP response from a HealthzWithResponse call
@@ -2298,6 +3011,33 @@ func ParseHealthzResponse(rsp *http.Response) (*HealthzResponse, error) {
 		}
 		response.JSON200 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers HealthzResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -2314,6 +3054,142 @@ func ParseMetricsResponse(rsp *http.Response) (*MetricsResponse, error) {
 	response := &MetricsResponse{
 		Body:         bodyBytes,
 		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers MetricsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetSpecJSONResponse parses an HTTP response from a GetSpecJSONWithResponse call
+func ParseGetSpecJSONResponse(rsp *http.Response) (*GetSpecJSONResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetSpecJSONResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest map[string]interface{}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetSpecJSONResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetSpecYAMLResponse parses an HTTP response from a GetSpecYAMLWithResponse call
+func ParseGetSpecYAMLResponse(rsp *http.Response) (*GetSpecYAMLResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetSpecYAMLResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "yaml") && rsp.StatusCode == 200:
+		var dest map[string]interface{}
+		if err := yaml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.YAML200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetSpecYAMLResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -2340,13 +3216,50 @@ func ParseReadyzResponse(rsp *http.Response) (*ReadyzResponse, error) {
 		}
 		response.JSON200 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationproblemJSON503 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ReadyzResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ReadyzResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -2402,7 +3315,7 @@ func ParsePostEntitiesResponse(rsp *http.Response) (*PostEntitiesResponse, error
 		response.ApplicationproblemJSON415 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
-		var dest Problem
+		var dest RateLimited
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -2416,12 +3329,35 @@ func ParsePostEntitiesResponse(rsp *http.Response) (*PostEntitiesResponse, error
 		response.ApplicationproblemJSON500 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest Problem
+		var dest Unavailable
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationproblemJSON503 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers PostEntitiesResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers PostEntitiesResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -2470,7 +3406,7 @@ func ParseGetInterestsResponse(rsp *http.Response) (*GetInterestsResponse, error
 		response.ApplicationproblemJSON404 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
-		var dest Problem
+		var dest RateLimited
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -2484,12 +3420,35 @@ func ParseGetInterestsResponse(rsp *http.Response) (*GetInterestsResponse, error
 		response.ApplicationproblemJSON500 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest Problem
+		var dest Unavailable
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationproblemJSON503 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetInterestsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetInterestsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -2538,7 +3497,7 @@ func ParseGetSimilarResponse(rsp *http.Response) (*GetSimilarResponse, error) {
 		response.ApplicationproblemJSON404 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
-		var dest Problem
+		var dest RateLimited
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -2552,12 +3511,35 @@ func ParseGetSimilarResponse(rsp *http.Response) (*GetSimilarResponse, error) {
 		response.ApplicationproblemJSON500 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest Problem
+		var dest Unavailable
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationproblemJSON503 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetSimilarResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetSimilarResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -2613,7 +3595,7 @@ func ParsePostEventsResponse(rsp *http.Response) (*PostEventsResponse, error) {
 		response.ApplicationproblemJSON415 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
-		var dest Problem
+		var dest RateLimited
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -2627,12 +3609,35 @@ func ParsePostEventsResponse(rsp *http.Response) (*PostEventsResponse, error) {
 		response.ApplicationproblemJSON500 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest Problem
+		var dest Unavailable
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationproblemJSON503 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers PostEventsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers PostEventsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -2667,12 +3672,25 @@ func ParseGetModelResponse(rsp *http.Response) (*GetModelResponse, error) {
 		response.ApplicationproblemJSON401 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
-		var dest Problem
+		var dest RateLimited
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationproblemJSON429 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetModelResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -2714,7 +3732,7 @@ func ParseTrainModelResponse(rsp *http.Response) (*TrainModelResponse, error) {
 		response.ApplicationproblemJSON409 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
-		var dest Problem
+		var dest RateLimited
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -2728,12 +3746,35 @@ func ParseTrainModelResponse(rsp *http.Response) (*TrainModelResponse, error) {
 		response.ApplicationproblemJSON500 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest Problem
+		var dest Unavailable
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationproblemJSON503 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers TrainModelResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers TrainModelResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -2796,7 +3837,7 @@ func ParseRetrieveCandidatesResponse(rsp *http.Response) (*RetrieveCandidatesRes
 		response.ApplicationproblemJSON415 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
-		var dest Problem
+		var dest RateLimited
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -2810,12 +3851,35 @@ func ParseRetrieveCandidatesResponse(rsp *http.Response) (*RetrieveCandidatesRes
 		response.ApplicationproblemJSON500 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest Problem
+		var dest Unavailable
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationproblemJSON503 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers RetrieveCandidatesResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers RetrieveCandidatesResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -2864,7 +3928,7 @@ func ParseGetTokenResponse(rsp *http.Response) (*GetTokenResponse, error) {
 		response.ApplicationproblemJSON404 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
-		var dest Problem
+		var dest RateLimited
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -2878,7 +3942,7 @@ func ParseGetTokenResponse(rsp *http.Response) (*GetTokenResponse, error) {
 		response.ApplicationproblemJSON500 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest Problem
+		var dest Unavailable
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -2886,18 +3950,50 @@ func ParseGetTokenResponse(rsp *http.Response) (*GetTokenResponse, error) {
 
 	}
 
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetTokenResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetTokenResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
 	return response, nil
 }
 
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
-
+	// GetDocs This API description as a human-readable HTML page (no external assets).
+	// (GET /docs)
+	GetDocs(w http.ResponseWriter, r *http.Request)
+	// Healthz Liveness probe.
 	// (GET /healthz)
 	Healthz(w http.ResponseWriter, r *http.Request)
 	// Metrics Prometheus metrics (OpenTelemetry exporter).
 	// (GET /metrics)
 	Metrics(w http.ResponseWriter, r *http.Request)
-
+	// GetSpecJSON This API description (OpenAPI 3.0) as JSON.
+	// (GET /openapi.json)
+	GetSpecJSON(w http.ResponseWriter, r *http.Request)
+	// GetSpecYAML This API description (OpenAPI 3.0, YAML), as built into the server.
+	// (GET /openapi.yaml)
+	GetSpecYAML(w http.ResponseWriter, r *http.Request)
+	// Readyz Readiness probe; 503 until a model is served and while shutting down.
 	// (GET /readyz)
 	Readyz(w http.ResponseWriter, r *http.Request)
 	// PostEntities Upsert a batch of entities (all-or-nothing).
@@ -2930,6 +4026,13 @@ type ServerInterface interface {
 
 type Unimplemented struct{}
 
+// GetDocs This API description as a human-readable HTML page (no external assets).
+// (GET /docs)
+func (_ Unimplemented) GetDocs(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// Healthz Liveness probe.
 // (GET /healthz)
 func (_ Unimplemented) Healthz(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
@@ -2941,6 +4044,19 @@ func (_ Unimplemented) Metrics(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// GetSpecJSON This API description (OpenAPI 3.0) as JSON.
+// (GET /openapi.json)
+func (_ Unimplemented) GetSpecJSON(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetSpecYAML This API description (OpenAPI 3.0, YAML), as built into the server.
+// (GET /openapi.yaml)
+func (_ Unimplemented) GetSpecYAML(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// Readyz Readiness probe; 503 until a model is served and while shutting down.
 // (GET /readyz)
 func (_ Unimplemented) Readyz(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
@@ -3003,6 +4119,20 @@ type ServerInterfaceWrapper struct {
 
 type MiddlewareFunc func(http.Handler) http.Handler
 
+// GetDocs operation middleware
+func (siw *ServerInterfaceWrapper) GetDocs(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetDocs(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // Healthz operation middleware
 func (siw *ServerInterfaceWrapper) Healthz(w http.ResponseWriter, r *http.Request) {
 
@@ -3022,6 +4152,34 @@ func (siw *ServerInterfaceWrapper) Metrics(w http.ResponseWriter, r *http.Reques
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.Metrics(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetSpecJSON operation middleware
+func (siw *ServerInterfaceWrapper) GetSpecJSON(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetSpecJSON(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetSpecYAML operation middleware
+func (siw *ServerInterfaceWrapper) GetSpecYAML(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetSpecYAML(w, r)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -3386,6 +4544,15 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/metrics", wrapper.Metrics)
 	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/openapi.yaml", wrapper.GetSpecYAML)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/openapi.json", wrapper.GetSpecJSON)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/docs", wrapper.GetDocs)
+	})
 
 	return r
 }
@@ -3395,63 +4562,111 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7Fv7bttGl3+VA+4HRGqoi+Pka6Ng/0ibZGugaQLHxSKIU2HEORKnJmeYmaFtNRCwD7FPuE+yODO8i5Kl",
-	"IO7uh+afhCLPXM79/M6MPweRSjMlUVoTzD4HGdMsRYva/XoprbDrsxf0LGQwCzJm4yAMJEsxmAWCB2Gg",
-	"8VMuNPJgZnWOYWCiGFNGI1J2+wvKlY2D2aMn/wyDVMjy90kY2HVGcxirhVwFm01YrHbh3veu54bsW/Ef",
-	"GpfBLPi3Sc3UxH81k18VRzf3htbSaDIlDTo232q1SDClx0hJi9LSI8uyRETMCiUnmad4+IdRkr4dtmQ5",
-	"r1uRo4m0yGi6YBacv/oJnj5+8j0UMwNHy0Rixk4SxQQ0/09McsGZdTLJtMpQW+G3LTj925EjDVbaUS+V",
-	"TpkNZsEyUcwGlchlni5QE6lVVyj9XBZTcxc/F0R+jks31M/FtGbr+vfBKmhq8UOpWGdPfvsfqxXU4g+M",
-	"LC3xkq+wtA6UeUojRZppNIaEGgZRIqKrIAwY53Or5hHTxHWW6yhmhhaIlLxGXVALaVGjsUirSmXnrRdC",
-	"ziOWZkysiFYt54xfk+gNappTq1RZNCWhxZXSa0+40EzSDEuh0TQYqTXkDF2gOcdPORq7rVksCA7WjHcd",
-	"mjsV8syPOOkqqSP0apFeWfsJt3bGrPWhgXEuyJZZ8rZFsMVs2+5faUS4wvW/X7MkR6DpxCK3aGDAuJkB",
-	"S4yCpUgsarZIcDiG5xIYf2AgYbmMYrAixRBuYhHFkLIrNCAsLDWaGJZKg40RUK7YClOUFjItlA5BGNDI",
-	"OCy1SsFYpu2c5oEBueHp6enTEN6/f/9+9Pr16MULUBpyKW4hFUkiDEZKcjOktxoTZAbn5I4wcFt98WL0",
-	"WskRjR6Ogx5Beic9KhSGgcVb2yvM47wsDK4xskq3zOiAqLDPampX7TWb6yJ4tq2GeyPft+sirHhxtW3m",
-	"jGOaKYsyWpPpkJi78twOgjo6cEWf99or/tZVf0jqZxJKewG/Em1FSXyzDGYfGpIV0v7zcS1ZiisrJ9oG",
-	"DdnQiIww2Nr9xwMVXcXDTRjcoFjF1nOyZHlinWFt6ToVUqQUOadbeu/omQQYOsWFpc6t2a3zPbHsuqwt",
-	"DotkzoKOC2R+hb69vXKRZFvBPyqVIJNFpAF1jRoYb4SjMby8ZZFN1qAkgloCkxwmZAUTkMrCxNGOL+Xz",
-	"asgM6hQRQpk86MlnhxBcZggpANm8NKk1BS+EhC0wcdZ9KX1+aQZdyQ+WX8FxT4amDfcGFfzU+1rI1qI7",
-	"YlE9v2NhW9TPOww+A4vGmlrWcOmHzi7z6fQ0usK1e8DLYBz0eLZU9nAZdGLflwhu02NWPyNLKPZ0bd1r",
-	"tkdaXefydH0WeyZXaOw5GufDW4E09zUp9gQt74fAtcoy5LDAiOUGKSMKDYLDDTPAEsqDazBWaeTjvhjV",
-	"Kj46KxRf9g+v/L13e/uGGm+J7XG/qBUYCi4yQvDBivyREv2C2Simqe6MvLtKn2q7YVO0/XrxxaE5L5DD",
-	"jqptfWDaSRXHZF5Wo73+9bWK8z7mqVZtb6FasI/710T6rrLuDg6RHG/nRvyJDT4aak3RahEdUjVu1SD1",
-	"DpzdNkgXPoI7Ws2ERD5ntlXf7MmwxRh67olXCxZdrbTKJYeSDHQuqYoUkgDbiiBHw4Qbe9mt0I4WPD99",
-	"sq7qtwbMyT3sYIQrGrCki0l4HllHUeGREoxk4haTXjDSAL+dWOMQ6Y7UYCyTEfZ/tH62ThFHRlI6rlou",
-	"UXKSKxGTVJl3ZqrsURKNRpK3krgjVHQjbeObFTbBveVzVSMFbKFyO1skTF4F4R0q8/OG+6I3+d8OnH4s",
-	"BPg6eLp/k1YLvMadJVukagg1b1aWTYX+p3tfajRSowbssqidVh0aozoKNI40k1czKqIZBwfyDfQsBN+B",
-	"ydO5gEe/D0ZiEg/hO4iUGTAeApuLIaRKOwBIFsLmU3p7EsJ4PAamXbYDcpYHBrgwVsjIAuOmwIQcboSN",
-	"YeAaBVR/ccQM9TNwbZ9bO/fZAJZCGxvSZJ4Hn7TAfx2GkCpDLEXEa0HLrH/ryFFfuy2MRiWHo1jQJOtC",
-	"XmkIMdn3TmqWLEeJWGLoCs9KAMNyUJ0IiVsDN7Fq87hQNnZPQjYnvhGSq5tiF0JXY0hGagnIohgUuZ+v",
-	"iWmpFSofwSGlkrmkcqDcDSc/9rsYRCqXFgugjdeo1y3ZhQVSV5Jwu4ySnCMfjuEiRi+9yoz8jhzE/kMV",
-	"lhSVrTAzhinYXEsvC2dtarkcwwvv17Odci1sbHA6bJUNFTxitx4enUyn071oKQzaJrPtH+fePAqLKtxk",
-	"kCljxCJZA5NKrlOVm6GT3TMwOoKUrWGBoFJhSYpKA37KWVJZNW36SBTFbksU5VjqFu1465QwN4iyFRl9",
-	"a3U7weFtljDRpl2yxPQSLyv4dVjlfdUGsE4HO1Ry0pcVXLvnwIjFuHmw1So6JGhxZQe5w3iMD+EhNBeF",
-	"7yCRgxN4CHJYBilZ+qzzGBc1onVhieQY9RZ8XDJ1YPLeX/c4CTV1bdstP2rS+KmHz4pt+8ZZERcK/hrj",
-	"nUeWcWFQo7JGm6zT+hqCc3O3GXprgRlIc4oJJaNAckNeTU8/IZdWJCAsxKxeuPCPhhT8mzG8InwMEm+c",
-	"6dPWeiOsxJsREVQzuf/CMu5kSW464X0IsuTA6dqP8xEsZRzhJhYJupXd6MYaJtZCXrkmpPHxTUl84OIR",
-	"sWhgsfZzpgvkVOBQDKMiZmdo8uor49LJ3XHpjrD0KUe93rb9N5kvuwmB3yjNDQzi9UILDtpXAywZ9sJt",
-	"V3keAmk2eyuNXZipjukHA536RKSnCeGMal5uui2DiyKKOiTsNYQcpLoJfb7yGTHKtSYzlKSShcp1rBQv",
-	"srA7G5oVVqk0mIxpU0w6iFTCvdcMw9LiKmt0tuwXp+xc2JwRBGqty34ckwcGjGSZiZXtRxd3gcZOGdgF",
-	"eA1h99WF70QqEqbPbB8a+AqHTfd/QlRw8JUgemWNB5llU3o9hnmk6naCdL+XPuZdA+BMLlWPl8Ui4Rq/",
-	"tKG3RZngdetLMwUzXRwBbNsKS7ME5ym5nj5csDsOHHf3G1wf424Re7KSmWLCnYLtRXZfJKFqe+3odOnH",
-	"jCPF8TLoC8V1XXOXs+3ltJdFzYR8HkWYWeQ9p36NLz1RCY1hK7xb4tU021tw3b8o18Ku35He/boLZBr1",
-	"89z3Wp1BuLXd65rt2NrMH7KLwvzboq0yxog18p07L6SyziVjMwbfeoWyOehifhm/XSOIIvWljAVqpqNY",
-	"RCyB8szYB/CyfKw7SL6CK9Z0Radb9kqqGxleygIO6RoOFHWIS0gMfmSrkVqOXiNzXSinSHD9tvGlfKm1",
-	"0sbB3l3XCWCw6xbD0B80FL2S4Oezc/if//pv+LnJXNnzhPNSZkGjwxWcjKfjqeuyZyhZJoJZcDqejk+D",
-	"0N3bcBqcxK5V/ic9r9AZLxmW288Zp4WL750rGY+m0z3XMY67hlF063tuYTxPxLW7ELIJg0mjTdm709fF",
-	"9zt3Sol/UqGkeo9d59jaTrmC84Y8TRlVcsFbTfg7xtxAsUUYvMlQXmCC9GINeJspbVEP/e2Riest7hb5",
-	"uf/8fyJxtzbZzJPp6a5Zqm01L9AQX9cnk+bhRKZMD3dvlbEv6/6+9k2uH5XvHn8V9rr3NzbtQEfQeXOP",
-	"0m0dEfXI+J1DPiTkx37VA4VM9CfH0Z+cHkn/5Dj6R0+Pon9yJL9HGmGdo9x5fzM7ffi4+dh02t8yg9qW",
-	"bW3XNCvTyoAlyUjpkVQEx1el0zaMe/KZQsVm8lnwzaTMMLsD03+grU6nXOytr/B96GeuJpk0Lt1twgOp",
-	"z14ExO09Gnj3rK3HymuW/wpDnz7+FzfcyjIv3A0pUuMD060vqmrGHwV6rOqKXHOHlRqPfvbZaAGQ/jIL",
-	"DYs7pL4jUl8iZXqFdl4AyqPvju6Y9ao1V9XCfHRcB/NevaoLjvsyhyepYtU31zrKtX6lhNBEEGoJDLzB",
-	"Aem6xAcmZu5MpOwSgslYhA0Xq84U9tQ45cWFe6lwWne6vtU33+qbTn3zPMtQ8lZ941uaneomBFHe3rSw",
-	"WHsqELxR9TjkvC9xuMsn9wlXmrdb+mCZg/bFqf+XWNFRWt5K1gb1NcWIskVcAPCwvpziDmmY5CU+7Mh2",
-	"4gh3RxPX/Nkh5EdfTcjtFlMfGK++fUkSefo3cbwLLVYr1M7zeq8p1covu067NV+ez/xUHwzcTz7pXjn5",
-	"izPK1jlUj/k1ZPD/ser522WiyuIrxVTdU3+SFgIrrpO4czV/Qb/uoxYncLU7eEwz+ez+3+xLOBdFv7yD",
-	"Uzqnia4Xywy0G/ch4Hg1hsvgZHzyvb/C3PeXbMUKu/+ULWPWoqaRv3+Yjp5+fHh5OfYP/+i5qHafuKE+",
-	"V+rxGi+qbzDhGIN+I7GDtN2fNy0wCcGZUgj+FC2E8uAuBCP+9Dnen6JBcYo29kpppg+CqD0ZxJ9yOEPO",
-	"dVKcmswmk0RFLImVsbMfpj9Mg83Hzf8GAAD//w==",
+	"7Hz7cttG1uernMV8VSYnIAiSkm3RldpSYmfinThxyU5NZS1/chM4JDsCupHuhiQmpap9iH3CfZKtPt24",
+	"kaBE2U5maib+xxTZ6Mu5/Ppc8VuQyLyQAoXRwfy3YI0sRUUfz9CozenSoLJ/pagTxQvDpQjmwRtMpEg1",
+	"GAnXjBtY4FIqBGUf4WIVBWGANywvMgzmkzDQyRpzZqfJueB5mQfzOAzMpsBgHnBhcIUquL29DYOCKZaj",
+	"8Vt4IQw3m5fP7ed6vqCcBGHA7TYKZtZBGAiW00RpEAYKfym5wjSYG1ViZ2l28x2KlVkH8+nx49Bupfp7",
+	"Um9GG8XFKrBbcYu/pe87y2tU/RugOe7awn8pXAbz4C/jhuhj96sefy9TpMWIDgp1IYVGIsNrJRcZ5vZj",
+	"IoVBYexHVhQZT5jlyLhwI774WVv2tHZrGWcYz/y+oTyhf3MQ0sBSliKlo2jDRGKPML6ajC0XOV7hXxT+",
+	"8uXTeDJLEE9wcXz0dPp4FoSBNsyUOpgfxUdhYLghqnzfms/Tcm1Moefj8ZqrKMWrapN6LKQZubG3h1Kn",
+	"IgERpyuLZ998DSdHx0/Azw/uxDqys58xg9/xnBvLjk8in2IGIbNTAd4kiCneR7p4OcFpOkuOFsfs8cmT",
+	"p23STU8a0r2VEnImNmAFB7XRB5DQ7maU+YN9Diq+XSMkGUdhHlm1vkQBizK5RAODAhWcvn4Jl7gJATON",
+	"YL9xg+Hl6yFwDZgXZhMBYQYwCxpg1giizBeoQC5Be8Tgwg0aEbLAYDK0YLENO6Mad/qO40ePWwhFJ/pR",
+	"sCvGM7ZwrPsEZgsJuUwxA6MYF5jCBs0cXv/w5i1YNtNvY/oNpHIQuJTuyAuWXK6UlW7/sPp4DTuOZ20N",
+	"83tqDnmIqo3ooc8iI/UOuAaN6srRBQaeEAKHIZGAflM0al0aw8UKUnktQvAk8nIOigkomDath6zw8dwr",
+	"2sfI0/EwBCnArLkGhcR1uywT0qxRRTDoZ6IAVm37mpu1LA2win/AMi2BCX2NSoPlST2mtXQ0/ExyXHOK",
+	"pvmaiZSnzJB8FkoWqAx31wInSNu6uOzDUtHopVQ5M8E8WGaSmUZYHBHtUNJzN5fBXN8nGm/t8DNc0qNu",
+	"LqYU2zR/H3zFtW/Jd9XFSRe42/77egW5+BkTY5d4ka6wvo6FNSLeBTwvFGpt5TMMkownl0EYsDS9MPIi",
+	"YcqeuihVsmbaLpBIcYXKj7Z2h0JtCMeFNBedL7i4SFheML6yY+XygqVXlvTu8i+UzKVBXQ00uJJq4wYu",
+	"FKNbcMkV6tZBGg6RZcFRnzk92OUs+gEHc8bZKnbunIuX7onJNpO2iF4v0ktrN+HOzpgxTrxZmnILCyx7",
+	"3Rmwc9guhHyjEO1F8uUVy0oEOx1flAY1DFiq507VljwzqCzCDSM4FcDSRxoyVopkTegQwvWaJ2vI2SVq",
+	"sNirUK9rBEaxYivM7e1UKC5VCIQFLIWlkjlow5S5IJQZWNthNpudhPDTTz/9NHr1avT8uYWLUvAbyHmW",
+	"cY8zQ/utwgyZxgurjjCgrT5/Pnolxcg+TRfZDiGdkj7I9gwDgzeml5gP07IwuMLESNURowNQ4S6paVS1",
+	"V2yu/IXblZrUCfldu/aw4sjVlZmXKeaFNCiSjRUdS+Zteu6CoEoOXNH5Pd0Vf9xmf+juEKjkBdxKditS",
+	"4A/LYP6uRVkuzOOjYNfBCVtjrAyNrBAGO7t/fyCjazy8DYNr5Ku1cSdZsjIzJFg7vO5xvyq+b/HZEjAk",
+	"xoUVz43ez/M7sOyq8i0PQzKSoIcBmVuhb2/fEJLsMvgrKTNkwiMNSHvvs7QFRxG8uGGJyTbWrLH2BhMp",
+	"jK0UjMl1GtPY6Fyc1o/MobkiQqguD/vJ3Q4h0M0QgrPuvEhtLHghZGyBGUn3uXD3Sxt0RXow/fyJe25o",
+	"u+FeUMFfer/morPoHixq5qcj7JL6dOuAz8BYH6ehNZy7R+fnZRzPkkvc0Ac8D6KgR7OFNIfTYAv7PoZw",
+	"tz1i9S2yzGLPtqxXdvtvPeGEjnK5cX0S+1KsUJsz1KTDO0BaOj8Ge0DL6SGkShYFprDAhJUa7Y3IFfAU",
+	"rpkGltl7cAPaSIVp1IdRHeNjawX/y92P1/reu727HtVOErvPfSdXoC24iKRt/ztXyyRrO9W9yLvP9Km3",
+	"G7ZJ288XZxzqMx+Z2WO1bQ68dsj7uKis0V79+lzGed/hra3a3UK9YN/pX9mhb2rp3vJDRIo3F5r/iq1z",
+	"tNiaW283OcRq3LFBmh2Q3LaGLhyC01jno18w07Fv7rhh/TP2cw9ebXvw1n9VpbBWJBdQKLmyLkdLhFt7",
+	"2c/QLS648/TRurbfWm6Ojzky61e03JJtnyQtE0Mjan+kckYKfoNZrzPSCi5uYY0PhvReDVU4o+9H42bb",
+	"MuKskFSKK5dLFKmlqx1sqcqcMlvLHq33jgotvaXAPVCxjbSt33zA5A7zubaRAraQpZkvMiYug/Aelrl5",
+	"w7vQ2+rfHj/9oS7A5/Gn+zfpok97TbZENi7URduybDP0H/R9xdFEjlpul0FFXCVvzNpRoHCkmLicWyOa",
+	"pUBOvoaeheCvoMv8gsP0vwcjPl4P4a+QSD1gaQjsgg8hl4ocQCsh7CK2305CiKIImKLbDqyyPNKQcm24",
+	"SAywVHufMKXADQwoUGDtrxSxQPUMKFR4Yy7cbQBLrrShWJY7g7u0wP06DCGX2h4psWf1Y5lx33ZCWaNR",
+	"dcLRmttJNp5eeQhrK997R7NsOcr4EkMyPGsCDKuHmovQnlbD9Vp2z7iQZk2fuGhPfM1FKq/9Lriqn7E0",
+	"kktAlqyBImXOJrZLrVA6BIfcmszVKHLK6XGrx24Xg0SWwqB3tPEK1aZDu9B76lJYv10kWZliOozg7Rod",
+	"9WoxcjsiF/tn6SUpqUJhOoIYTKmEowVJm1wuI3ju9Hq+l65exgazYcdsqN0jduPco0kcx3d6S2HQFZld",
+	"/Thz4uElyqvJoJBa80W2ASak2OSy1EOi3TPQKoGcbWCBIHNuLBWlAvylZFkt1XbTD/Si2E3lRdGRto12",
+	"vCEmXGhE0UFGl7raveDwpsgY745dskz3Dl7W7tdhlvdl14ElHuxhyaTvVqBwz4GIxVL9aCdUdAhopdIM",
+	"SvLxWDqEL6C9KPwVMjGYwBcghhVIiUpnSWMINZKNl0SrGM0WHC7pBpic9jcxTus1bcs2LT9qj3FTD5/5",
+	"bbvAmccFf77W86SRFS4MGq+sFSbbCn0NgdScNmO/NcA05KXFhOqgYOmGaT29/RNKYXgG3MCaNQt7/WhR",
+	"wX0TwTfWPwaB1yT6dmu9CCvwemQH1DPRf2GFO0VW6i14H4KoTkC8ds85BMtZinC95hnSyvR0aw29Vlxc",
+	"UhBSO3yTAh8RHtkjalhs3Jz5AlNr4FgMs0bMXmhy7KtwaXI/Lt0DS7+UqDa7sv9D4cxu64FfS5VqGKw3",
+	"C8VT8Lkolg173W2yPA9xaW7vtDT2+UwNph/s6DQZkZ4gBAnVRbXp3RQniZL1hB2HMAUhr0N3X7kbMSmV",
+	"smIoLEsWslRrKVN/C1M+ce6lUirQBVPaTzpIZJY6rRmGlcTV0kiy7Ba3t7OXOc2tU2vo9ksxe6RBC1bo",
+	"tTT93sV9TuOWGbjt4LWI3WcXvuE5z5h6afq8gc+QbPr9M0T+BJ/JRa+l8SCxbFOvRzAfyLq9TrrbS9/h",
+	"KQDwUixlj5ateZYq/NiA3s7IDK86v7SvYKZ8CmBXVijPfpFb1VOHE3ZPwnF/vIHiGPeT2A2rDuMn3EvY",
+	"Xs/uoyhUb6+LTufumSiRKZ4HfVDc2DX3KdudJ+09omJcnCYJFr5QZisA3fqlB5VQa7bC+yleT7O7BYr+",
+	"JaXiZvPG8t2tu0CmUJ2WLta6FacRVVEKrPiVddRku/iAYHY0YgUf2SFSwbcvzy5OX7+8+PuLn95EcJpd",
+	"s40GQYU8MKCwwyVuNHmRiRRLvioVpkN7o9clA1XcMHR/ORCnzEC3nuBZNe9i470g51OhSAvJhasgKpwp",
+	"Uyi5oBl9mCyEsSxQsIJHG5ZnrT9/1lK41VKZ6DpSUp1Yldb2c8dWyNIRK62v23y0G6RLnjSLmEj07ZaR",
+	"uMIP7nGkS/P66h2xluFAiVdrH9M+dAQuhg0VtWjP1UXo6i3MGs/FmqNiKlnzhGVQJd+rChOxVUzjTOGq",
+	"cIa8Q7vspZDXIjwX3q9UjV/lDTq62Rl8xVYjuRy9QkbhPFfgRIHL6Fy8UEoqx/l9xWQw2FdCNIzOxbmw",
+	"MmrP6wbM72COF1oNgw9rrtzvLUH9+weQ6ly0hdVX1VwrbpCowNKci1qYdKumpU9Aw3OxJZ5DEk/4YDct",
+	"Ff/V7/krkgb4+4cIzpDcb4VghQ9KkaFuRyvORXOgDy1x+7Ajb3MXRXFaUMu/XV8DI+11unAuGmWAwXhN",
+	"GZZfQxhToPRXTwOvI6ATxQqEQaU0Q6ILFf20JPZcDO7SpdAp0jCCU7hWUqxoO1QrsCx1FUg5iicg/QHO",
+	"RXWC0BGmE8iI4B++LIj4S09Yj2tFkcwCBUkKVSPquQuiVAg2kK2CulYF0iVuhuQusU5N3rkYWKrXNYAf",
+	"Qqj+XpRKmw/O+aOivKqMr6pfOpqeeL61KpQ+ROfiH+T1tGTWrlsXwm3QhP0VXayp57IyURV0nYueiq7Q",
+	"un+tSqr+nZyLt84Ht/YCKTLwtI6h6I0VFcMTuJYqS+3XpEkp5vIDyYFTLDvsw7kYOBwo4ygKXVCJPlVR",
+	"dA1J4X+qYunafo6jaOhysVX93bcvz+D//Z//C9+2YatKC8FZhYZBKwkQTKI4iikR6eQumAezKI5mQUil",
+	"w3TJkRDaDyuky91evKSRL9NgHvwNzXP7+1ZJ8DSOt0ocrbsxXps861Yru6Tq/3j+w9dvf3r9AuwAn14V",
+	"QbskcPvm7i0QteKqcImKknGFvfRvw+Aonuyz4eo9N2WFYXA0Pbl/fLtwt20dBPN378NAl3nOrJ8bvLU6",
+	"b/fV2i2QwqzLnAmCJrbIEL59++o72jIMhAS8MaisP8y0RqOd78tW2popNQN08N4uXYHRXh5963+/l0ft",
+	"O6Sn/LRKagTy8vB6TZ+L7uHYacav/vkM+s4aZ/b2IGy/k86tRGEvnV/53w/ThTpO2SjDX8ApAVcXLg++",
+	"YuWKLJHqi8lD1aLa0z+bzK+VzNGssdT1JTn4oUDxFjPMqYoWbwqpDKq7Zb19Qd4FSm8KTP7Xmx++/2Sh",
+	"ryzN3wVmb3t4WbscvRBnaUZwIpMy90H0fz2AG1TbnEXx0MKdZcVBfLV20H18/en01XcP42s16598/Xx8",
+	"DcHyYRha9i5KnhnrI7V93Dv57czmvZw+cz9/thvLlTN8hkvrrJro92dOGBzHs/ufaXeV3MVQu3Pe3HTP",
+	"yL51OQ+20zdhzVSXZugY1HeytOXfUYhG6p4k1xtDSarK3zLcbDrlUtZiF1IgDI7iGATLUfeUZFR1167m",
+	"JcUbu2UD0pp9ZLJTPtZHyulsIWhpjfuECVhg7ainVWsgJa3xxnRKaqh+tiOXr6U2L5rqLO9ZfCVd7c9h",
+	"gknUEXh9SvGqhkGnFLavM2J2DxT8dweye7NcaYrP2+WgFpZYVmK3Ov9dqyC+yZcF82AaTx+PJtNRPHk7",
+	"mc7jeB7H/7vV1xOwxHjbjNtTs5Hf+mgSVNXfFJPLLJWIWnotrVufUZ6IpIcZVIWSctnEb1ga3L5vdZAc",
+	"1DbQakS47UbsjCrx9lMgosuJmoDtKsa4XXA4acoHY18OOH3AcTq1kz3YQrqROnCJHwYuDwWjyeyB44//",
+	"ALB72Jk/FRy74dt37287aPljoVGZqu6LqkqqcOGAZdlIqpGQFD3p2KucWLwLiOPfrArcjn/j6e24iiW2",
+	"PYldi8CVO8KACrwV1RVRYyNFySvMrMOSVbByE0IiKetnJCy5wCGYNTOgsFCoqfiJWlAIeH0UkxA0rIGT",
+	"K5+id5HRLT+Vcgqu/tyqUBVcmcPfXnRjfONSoxqXk+a4u3D6NzR14WrQ7a5+18/aZsi41QB9Gx44+uXz",
+	"wPL506yKJktH6Ej93h7hKLO7m04LriZNAas9ms/MBAuFbJnJEjRL1kzVxfjzhJnYFeTPF5M6N0IpdZef",
+	"CeJochw0WZc4ejyzZKhmXsvyGvUaBRSKK8m0uXfySTP5JDqedCY/PmpP/t10PjlpHpw2D04j+qG1K+oX",
+	"ORQgt4uYe1CyEZg/Aijjo38T4GsZ9pX+P9LbeYcaTjz4ECR4jW+hXJ1auQfotMs574W5r6XmAkfC4nA7",
+	"IWPBjakVmgs7GQzSdnFKvXd5LcD+PjwEjFg6ZpMn1Y7+Z2v6L1l6Xsbx9PHllzMYUJS/Ro1HTZR3gZmk",
+	"Uh9XJlG6Uphd/9Qf+Y8Cs7AdP2Jp9eIHV2bTvPmhOW7wES98aC8y61/hsjNvXSM3fViJ3B+CzT6r/84P",
+	"YcdxXbQxj6OTWcdcDatRjw8a9WTSGTXtmr6998LB6LhdPdJnQbohtSb9CZEfBZHf9wAS85BEkFNZTnrN",
+	"qHi4KqcDXbAE74PKuiK330U+LQoUaU/NIVCuCEYuQULlndZA00aViSkVAqYr16lcj2na/KIocl4zzQXX",
+	"a0lpq562K+tUV4XSXEDjDfnVaIx1tSN4Ued4ychkCqn70I/ZoPsqUciMa6rq8aarBqeP96VdX33Hl/7R",
+	"YTT4ilWWAps8eea9fHKyWz4tlXDrmlaQFLOuQ+0Z9q7uFHbKPnnSdW29t4xXHXfZt/ruhSM78+TJ46Pj",
+	"k/gojttV0O5cFlzayybFrJmkbrbpWXy6tfiWF9/et93DvqBAjdHNCwce5sR3+m9/Fxe+FoD7Xfi4ceGn",
+	"3oWf/enC/1u68A5HOy68h9GuAx8Crzr4ja+IEgZ4eqdj795as8+wPfUlBNM4dja0w1dqRGhHHKk5pwm+",
+	"+k7BXsOSWhw/Qzar6YWckHHW5DTdbyzV/idtsNDB/LHvRrzIpLZacxwdPyVwvGg1R7EysQbP0dT94oc+",
+	"juKjpjfSt2y0uiE7kDObHz2ex08JcuruR9+68XEGU7srtC81SmT3Mc8/LN3S8cM0qitrNlTl1f6cYROF",
+	"ptoUe+96RrVl0slgVyRdBdV+44IqKXUT7nay59etC4m2uqKoREpfs4LeZsIFMCNznrAs2zyDQmZZ7W/R",
+	"dBEcxSc+fcB6WlNBKh9tOsOUa9AJy3AkSxO6Fx1V70Uim4JrMimokcq/7yij9xJ5X83XwTWZAver79qq",
+	"Sn98rdBCpptd7SKa7NGv6cP0q6lEddJe157WMu1K8DHtI1z9ihhro1Qyf7C4d4tk+wou6t8+xso/+Q+7",
+	"Pt4qvlqhovujt+H6DlWs0kv79fCFdRl03TkHg4Qla0ypYs2/LkjJHLjR93V8NH1DIWRSXmooC3qur6ZU",
+	"V54LS6uwL0m01x3/vhFXyjpyLUPoXjTiqgfB99eFrj6w7tiAjGvfr7QdQ+LGuUm6ycxRryAcxUeuDpWR",
+	"9qaOEFxDKahslrYh5Hbzq/UoqKJ6V5Grfp6vm0aST/Er6lrd7TzdFdfcUKLSAgqBi0a0RKm6dqSj8jLb",
+	"OD5KgVVDLhmrHf9iu1Xzfj+jbdb7zYyOph/hW7ynpsZZ00d1z5RWwIk5P/rxLX2RBcy6hc9VqKzJLUBu",
+	"bTFyLDtS0vW3qh5Oh6E9G9z1ox5gw2/3l/8uLklHdhpOt9rJ6vjT4ydNzGgWTfdElk7agyZH24GldmOZ",
+	"v3p6Qk3b3Lt7Y7NWyOsoiqe9GQxtcKUky2DNMVWy1Abzh6UxZp18wayTaNBryVY8lxlYkLJi8bAsxqyb",
+	"jDie3L7fE95rMeHojzro+7u46E3fXjZ+hKzvDxq20PJfMVz4H+vn1shaM6hGV9erGQLztgLhrHsFXNNg",
+	"4q+Ve6KRTtLHv9H/t3s92q+UvHZva+rJOc+BubT0KK5aVzSwKhFdjQ+dNeN7/UDhkgsEbiKw/ujumyNY",
+	"2hT3lCL1r3ug+e/I+PjzxNGk141+63vNtrIzW04SnYFp6Da9hYDRKoLzYBJNnrjXfzW5lzja89rvqrtt",
+	"/2u3C2YMKvvkf7+LRyfvvzg/j9yH/+p56csnp0iabst3wSSyGD+JJk/pv+lj+u/oOHhf91cGiWQ/E9wJ",
+	"yCUzsrRG8E0H+qYV9MUd6NvuqGyuvKAfhafHwTYkuljFSSfv/QCfqG467au7pBn/TJF8DCb9ILYtfXoH",
+	"6gKz0EFBCK7VNqw1PnR6TkkEp7xeMPYi1Ja7ZuWkx2NzbX0kXaXKfJvgfDzOZMKytdRm/jR+GpMw+VV2",
+	"3qfpin06DYHMRQ+dTf7Mva+G2tJY3dgZtd7t78KDFKvvv1wtnIU7zhG5OFvZpta0DTV2Z96JH9FkPb5q",
+	"a77qXdvbc732TZ5VaX7drbZVAPwMBF6h8oTYokGrIPT2/e3/DwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

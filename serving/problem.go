@@ -178,8 +178,11 @@ func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error)
 		idx := itemErr.Index
 		p.Item = &idx
 	}
-	if status == http.StatusTooManyRequests {
+	switch {
+	case status == http.StatusTooManyRequests:
 		w.Header().Set("Retry-After", "1")
+	case status == http.StatusServiceUnavailable && !errors.Is(err, ErrNoTrainer):
+		w.Header().Set("Retry-After", "5") // no model yet, draining, or over time: retrying may help
 	}
 	if status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="hir"`)
