@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The project's test command (README, .ci/run): vet, then every package's tests.
+# The project's test command (README, .ci/run): vet, the generated clients' freshness, every
+# package's tests, then the TypeScript client's test against a live server (skipped without node).
 # Tests that use Redis need one at ${HIR_REDIS_ADDR:-127.0.0.1:6379}; start one when none answers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,4 +27,6 @@ fi
 
 go build ./...
 go vet ./...
+bash scripts/check-generated.sh
 go test -count=1 -timeout 20m "$@" ./...
+bash scripts/ts-client-test.sh
