@@ -1,4 +1,5 @@
-# HIR container image.
+# HIR container image. Needs BuildKit (the default builder since Docker 23; DOCKER_BUILDKIT=1 before):
+# it skips the stages a target does not need and keeps Go's caches between builds.
 #
 #   docker build -t hir .                      # default target "runtime": static binary, pure-Go backend
 #   docker build --target runtime-xla -t hir:xla --build-arg XLA_BASE=... .   # CUDA/XLA (see below)
@@ -13,13 +14,14 @@ ARG XLA_BASE=nvidia/cuda:12.8.1-cudnn-runtime-ubuntu24.04
 
 FROM ${GO_IMAGE} AS build
 ARG GOPROXY=https://proxy.golang.org,direct
-ENV GOPROXY=${GOPROXY} GOFLAGS=-buildvcs=false
+ENV GOPROXY=${GOPROXY} GOFLAGS=-buildvcs=false GOMODCACHE=/go/pkg/mod GOCACHE=/root/.cache/go-build
 WORKDIR /src
 COPY go.mod go.sum ./
-RUN go mod download
+RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
 # Pure Go (no cgo, no XLA): a static binary that runs FROM scratch.
-RUN CGO_ENABLED=0 go build -tags noxla -trimpath -ldflags="-s -w" -o /out/hir ./cmd/hir
+RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
+    CGO_ENABLED=0 go build -tags noxla -trimpath -ldflags="-s -w" -o /out/hir ./cmd/hir
 # What a scratch image lacks: a non-root user, a data directory it owns, a /tmp.
 RUN mkdir -p /out/etc /out/data /out/tmp \
  && echo 'hir:x:65532:65532:hir:/data:/nonexistent' > /out/etc/passwd \
@@ -28,7 +30,8 @@ RUN mkdir -p /out/etc /out/data /out/tmp \
 
 # The cgo build for runtime-xla: the same binary with the XLA backend linked in (the PJRT plugin is loaded at run time).
 FROM build AS build-xla
-RUN CGO_ENABLED=1 go build -trimpath -ldflags="-s -w" -o /out/hir-xla ./cmd/hir
+RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
+    CGO_ENABLED=1 go build -trimpath -ldflags="-s -w" -o /out/hir-xla ./cmd/hir
 
 # runtime-xla: the cgo binary on a CUDA base with a PJRT plugin, for training on a GPU.
 # Not built by CI: it needs a registry for XLA_BASE (an image with CUDA and cuDNN) and the CUDA PJRT plugin
