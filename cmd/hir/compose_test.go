@@ -217,7 +217,8 @@ func TestComposeFile(t *testing.T) {
 	}
 }
 
-// TestComposeTopology runs the compose topology with real processes on
+// TestComposeTopology (which also runs the go run demo check, on a copy of
+// its prepared directory, to train once) runs the compose topology with real processes on
 // loopback: one redis-server on a spare port, the init step (`hir demo
 // --prepare`, its directory copied for the second replica, where compose
 // runs the same deterministic step twice), two `hir serve --redis`
@@ -255,8 +256,11 @@ func TestComposeTopology(t *testing.T) {
 	if out, err := init.CombinedOutput(); err != nil {
 		t.Fatalf("init: %v\n%s", err, out)
 	}
-	if out, err := exec.Command("cp", "-a", r1, r2).CombinedOutput(); err != nil {
-		t.Fatalf("copy the prepared directory: %v\n%s", err, out)
+	r3 := filepath.Join(dir, "r3") // for the go run demo below
+	for _, d := range []string{r2, r3} {
+		if out, err := exec.Command("cp", "-a", r1, d).CombinedOutput(); err != nil {
+			t.Fatalf("copy the prepared directory: %v\n%s", err, out)
+		}
 	}
 
 	const key = "topology-key-123"
@@ -321,6 +325,50 @@ func TestComposeTopology(t *testing.T) {
 			t.Fatal("replica 2 does not serve the ad ingested through replica 1")
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+
+	t.Run("go run demo stops on SIGTERM", func(t *testing.T) { checkGoRunDemoStops(t, r3) })
+}
+
+// checkGoRunDemoStops starts `go run . demo --data dir` (dir holds a
+// prepared world and model), waits until the demo serves, sends SIGTERM to
+// the go run process only, and checks that the server stops too.
+func checkGoRunDemoStops(t *testing.T, dir string) {
+	cmd := exec.Command("go", "run", ".", "demo", "--data", dir, "--addr", "127.0.0.1:0")
+	cmd.Env = append(os.Environ(), "GOMLX_BACKEND=go", "GOMLX_NO_AUTO_INSTALL=1")
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.WaitDelay = 40 * time.Second // the server holds the output pipes: Wait returns once it exits
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	serving := regexp.MustCompile(`HIR demo: serving model \S+ \(\d+ ads\) at (http://\S+)`)
+	var base string
+	for deadline := time.Now().Add(2 * time.Minute); base == ""; time.Sleep(100 * time.Millisecond) {
+		if m := serving.FindStringSubmatch(out.String()); m != nil {
+			base = m[1]
+		} else if time.Now().After(deadline) {
+			t.Fatalf("go run demo did not serve in time:\n%s", out)
+		}
+	}
+	waitReady(t, base, 30*time.Second)
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		res, err := http.Get(base + "/healthz")
+		if err != nil {
+			break // the server is gone
+		}
+		res.Body.Close()
+		if time.Now().After(deadline) {
+			t.Fatalf("the demo server at %s still answers 30 s after go run got SIGTERM:\n%s", base, out)
+		}
+	}
+	if !strings.Contains(out.String(), "shut down cleanly") {
+		t.Errorf("the demo server did not shut down gracefully:\n%s", out)
 	}
 }
 

@@ -54,7 +54,7 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 		return errUsage
 	}
 	cfg.train.Seed = cfg.synth.Seed
-	stopWithGoRun(e.logger)
+	stopWithGoRun(ctx, e.logger)
 	return demo(ctx, e, cfg)
 }
 
