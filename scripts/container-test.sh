@@ -9,7 +9,8 @@
 # proxy.golang.org behind it), and Redis runs from hir-redis:local (this machine's redis-server and the
 # libraries it links). Set HIR_GO_IMAGE / HIR_REDIS_IMAGE to use registry images instead.
 #
-# Exits 0 with a SKIP line when no container engine runs and none can be started (CI without Docker;
+# Exits 0 with a SKIP line when no container engine runs and none can be started, or HIR_SKIP_CONTAINERS
+# is set (CI without Docker;
 # the compose validation and the same topology with processes are Go tests: cmd/hir TestCompose*).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +20,7 @@ skip() {
 	exit 0
 }
 say() { echo "container-test: $*" >&2; }
+[[ -z ${HIR_SKIP_CONTAINERS:-} ]] || skip "HIR_SKIP_CONTAINERS is set"
 
 # A docker CLI that can use BuildKit: one with buildx, or a pre-23 client (DOCKER_BUILDKIT=1).
 docker_cli=

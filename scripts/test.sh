@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The project's test command (README, .ci/run): vet, the generated clients' freshness, every
-# package's tests, then the TypeScript client's test against a live server (skipped without node).
+# package's tests, the TypeScript client's test against a live server (skipped without node), and the
+# container path (skipped without a container engine, or with HIR_SKIP_CONTAINERS=1).
 # Tests that use Redis need one at ${HIR_REDIS_ADDR:-127.0.0.1:6379}; start one when none answers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,3 +31,4 @@ go vet ./...
 bash scripts/check-generated.sh
 go test -count=1 -timeout 20m "$@" ./...
 bash scripts/ts-client-test.sh
+bash scripts/container-test.sh
