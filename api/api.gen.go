@@ -18,6 +18,8 @@ import (
 	"strings"
 	"time"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/go-chi/chi/v5"
 	"github.com/oapi-codegen/runtime"
@@ -353,6 +355,15 @@ type EntityID = string
 // EntityType defines model for EntityType.
 type EntityType = NodeType
 
+// InsufficientStorage defines model for InsufficientStorage.
+type InsufficientStorage = Problem
+
+// RateLimited defines model for RateLimited.
+type RateLimited = Problem
+
+// Unavailable defines model for Unavailable.
+type Unavailable = Problem
+
 // GetSimilarParams defines parameters for GetSimilar.
 type GetSimilarParams struct {
 	TargetType *NodeType `form:"target_type,omitempty" json:"target_type,omitempty"`
@@ -504,7 +515,14 @@ func WithRequestEditorFn(fn RequestEditorFn) ClientOption {
 // The interface specification for the client above.
 type ClientInterface interface {
 
-	// Healthz performs a GET /healthz (the `Healthz` operationId) request.
+	// GetDocs This API description as a human-readable HTML page (no external assets).
+	//
+	// Corresponds with GET /docs (the `GetDocs` operationId).
+	GetDocs(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// Healthz Liveness probe.
+	//
+	// Corresponds with GET /healthz (the `Healthz` operationId).
 	Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// Metrics Prometheus metrics (OpenTelemetry exporter).
@@ -512,10 +530,24 @@ type ClientInterface interface {
 	// Corresponds with GET /metrics (the `Metrics` operationId).
 	Metrics(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// Readyz performs a GET /readyz (the `Readyz` operationId) request.
+	// GetSpecJSON This API description (OpenAPI 3.0) as JSON.
+	//
+	// Corresponds with GET /openapi.json (the `GetSpecJSON` operationId).
+	GetSpecJSON(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetSpecYAML This API description (OpenAPI 3.0, YAML), as built into the server.
+	//
+	// Corresponds with GET /openapi.yaml (the `GetSpecYAML` operationId).
+	GetSpecYAML(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// Readyz Readiness probe; 503 until a model is served and while shutting down.
+	//
+	// Corresponds with GET /readyz (the `Readyz` operationId).
 	Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PostEntitiesWithBody Upsert a batch of entities (all-or-nothing).
+	//
+	// Stores every entity of the batch or none (400 names the offending item). An ad is indexed at once with the current model, so it can be retrieved before the next training run.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -524,6 +556,8 @@ type ClientInterface interface {
 
 	// PostEntities Upsert a batch of entities (all-or-nothing).
 	//
+	// Stores every entity of the batch or none (400 names the offending item). An ad is indexed at once with the current model, so it can be retrieved before the next training run.
+	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v1/entities (the `PostEntities` operationId).
@@ -531,15 +565,21 @@ type ClientInterface interface {
 
 	// GetInterests The entity's Bag-of-Meaning interest tokens with labels.
 	//
+	// The tokens (one or more per level of the interest hierarchy, coarse to fine) that represent the entity in the index, with their weights and human-readable labels. Example request: GET /v1/entities/user/u1/interests.
+	//
 	// Corresponds with GET /v1/entities/{type}/{id}/interests (the `GetInterests` operationId).
 	GetInterests(ctx context.Context, pType EntityType, id EntityID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetSimilar Nearest entities of a target type in the shared embedding space.
 	//
+	// Cosine-nearest entities of target_type (default: the entity's own type). Example request: GET /v1/entities/ad/a17/similar?target_type=ad&k=3 (the parameters' examples below use user u1).
+	//
 	// Corresponds with GET /v1/entities/{type}/{id}/similar (the `GetSimilar` operationId).
 	GetSimilar(ctx context.Context, pType EntityType, id EntityID, params *GetSimilarParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PostEventsWithBody Append a batch of events (all-or-nothing, idempotent by event id).
+	//
+	// Appends engagement events (user -> ad) and structure edges (ad -> campaign, ...). An event whose id was already stored is counted in duplicates and stored once. Endpoints that are not stored yet are created.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -548,6 +588,8 @@ type ClientInterface interface {
 
 	// PostEvents Append a batch of events (all-or-nothing, idempotent by event id).
 	//
+	// Appends engagement events (user -> ad) and structure edges (ad -> campaign, ...). An event whose id was already stored is counted in duplicates and stored once. Endpoints that are not stored yet are created.
+	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v1/events (the `PostEvents` operationId).
@@ -555,15 +597,21 @@ type ClientInterface interface {
 
 	// GetModel The serving model's version, training time and metrics.
 	//
+	// Answers 200 with ready false before the first model is trained.
+	//
 	// Corresponds with GET /v1/model (the `GetModel` operationId).
 	GetModel(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// TrainModel Trigger a background training run.
 	//
+	// Trains the next model version on every stored event, then swaps it in atomically; poll GET /v1/model. 409 while a run is in progress or, with Redis scale-out, on a replica that is not the trainer leader (the problem names the leader). The request has no body.
+	//
 	// Corresponds with POST /v1/model/train (the `TrainModel` operationId).
 	TrainModel(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RetrieveCandidatesWithBody Candidate ads for a user, a fresh user or an anonymous context.
+	//
+	// Embeds the user (the served model's embedding, or one computed now from its current neighbourhood, context_events and user_content: a user the service has never seen is answered too, as a new user), looks up its Bag-of-Meaning tokens in the ad index, applies the filter and re-ranks exactly. With explain, each candidate carries the parts of its score and the interest tokens it shares with the user.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -572,6 +620,8 @@ type ClientInterface interface {
 
 	// RetrieveCandidates Candidate ads for a user, a fresh user or an anonymous context.
 	//
+	// Embeds the user (the served model's embedding, or one computed now from its current neighbourhood, context_events and user_content: a user the service has never seen is answered too, as a new user), looks up its Bag-of-Meaning tokens in the ad index, applies the filter and re-ranks exactly. With explain, each candidate carries the parts of its score and the interest tokens it shares with the user.
+	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v1/retrieve (the `RetrieveCandidates` operationId).
@@ -579,11 +629,30 @@ type ClientInterface interface {
 
 	// GetToken One interest token's label, level, parent, children, size and sample members.
 	//
+	// Browse the interest hierarchy: a level-0 token is a coarse interest, its children refine it. size is the number of ads indexed under the token. Example request: GET /v1/tokens/0.1.
+	//
 	// Corresponds with GET /v1/tokens/{token} (the `GetToken` operationId).
 	GetToken(ctx context.Context, token string, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
-// Healthz performs a GET /healthz (the `Healthz` operationId) request.
+// GetDocs This API description as a human-readable HTML page (no external assets).
+//
+// Corresponds with GET /docs (the `GetDocs` operationId).
+func (c *Client) GetDocs(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetDocsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// Healthz Liveness probe.
+//
+// Corresponds with GET /healthz (the `Healthz` operationId).
 func (c *Client) Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewHealthzRequest(c.Server)
 	if err != nil {
@@ -611,7 +680,39 @@ func (c *Client) Metrics(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 	return c.Client.Do(req)
 }
 
-// Readyz performs a GET /readyz (the `Readyz` operationId) request.
+// GetSpecJSON This API description (OpenAPI 3.0) as JSON.
+//
+// Corresponds with GET /openapi.json (the `GetSpecJSON` operationId).
+func (c *Client) GetSpecJSON(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetSpecJSONRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetSpecYAML This API description (OpenAPI 3.0, YAML), as built into the server.
+//
+// Corresponds with GET /openapi.yaml (the `GetSpecYAML` operationId).
+func (c *Client) GetSpecYAML(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetSpecYAMLRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// Readyz Readiness probe; 503 until a model is served and while shutting down.
+//
+// Corresponds with GET /readyz (the `Readyz` operationId).
 func (c *Client) Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewReadyzRequest(c.Server)
 	if err != nil {
@@ -625,6 +726,8 @@ func (c *Client) Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*ht
 }
 
 // PostEntitiesWithBody Upsert a batch of entities (all-or-nothing).
+//
+// Stores every entity of the batch or none (400 names the offending item). An ad is indexed at once with the current model, so it can be retrieved before the next training run.
 //
 // Takes any type of body and a specified content type.
 //
@@ -643,6 +746,8 @@ func (c *Client) PostEntitiesWithBody(ctx context.Context, contentType string, b
 
 // PostEntities Upsert a batch of entities (all-or-nothing).
 //
+// Stores every entity of the batch or none (400 names the offending item). An ad is indexed at once with the current model, so it can be retrieved before the next training run.
+//
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /v1/entities (the `PostEntities` operationId).
@@ -660,6 +765,8 @@ func (c *Client) PostEntities(ctx context.Context, body PostEntitiesJSONRequestB
 
 // GetInterests The entity's Bag-of-Meaning interest tokens with labels.
 //
+// The tokens (one or more per level of the interest hierarchy, coarse to fine) that represent the entity in the index, with their weights and human-readable labels. Example request: GET /v1/entities/user/u1/interests.
+//
 // Corresponds with GET /v1/entities/{type}/{id}/interests (the `GetInterests` operationId).
 func (c *Client) GetInterests(ctx context.Context, pType EntityType, id EntityID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetInterestsRequest(c.Server, pType, id)
@@ -675,6 +782,8 @@ func (c *Client) GetInterests(ctx context.Context, pType EntityType, id EntityID
 
 // GetSimilar Nearest entities of a target type in the shared embedding space.
 //
+// Cosine-nearest entities of target_type (default: the entity's own type). Example request: GET /v1/entities/ad/a17/similar?target_type=ad&k=3 (the parameters' examples below use user u1).
+//
 // Corresponds with GET /v1/entities/{type}/{id}/similar (the `GetSimilar` operationId).
 func (c *Client) GetSimilar(ctx context.Context, pType EntityType, id EntityID, params *GetSimilarParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetSimilarRequest(c.Server, pType, id, params)
@@ -689,6 +798,8 @@ func (c *Client) GetSimilar(ctx context.Context, pType EntityType, id EntityID, 
 }
 
 // PostEventsWithBody Append a batch of events (all-or-nothing, idempotent by event id).
+//
+// Appends engagement events (user -> ad) and structure edges (ad -> campaign, ...). An event whose id was already stored is counted in duplicates and stored once. Endpoints that are not stored yet are created.
 //
 // Takes any type of body and a specified content type.
 //
@@ -707,6 +818,8 @@ func (c *Client) PostEventsWithBody(ctx context.Context, contentType string, bod
 
 // PostEvents Append a batch of events (all-or-nothing, idempotent by event id).
 //
+// Appends engagement events (user -> ad) and structure edges (ad -> campaign, ...). An event whose id was already stored is counted in duplicates and stored once. Endpoints that are not stored yet are created.
+//
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /v1/events (the `PostEvents` operationId).
@@ -724,6 +837,8 @@ func (c *Client) PostEvents(ctx context.Context, body PostEventsJSONRequestBody,
 
 // GetModel The serving model's version, training time and metrics.
 //
+// Answers 200 with ready false before the first model is trained.
+//
 // Corresponds with GET /v1/model (the `GetModel` operationId).
 func (c *Client) GetModel(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetModelRequest(c.Server)
@@ -739,6 +854,8 @@ func (c *Client) GetModel(ctx context.Context, reqEditors ...RequestEditorFn) (*
 
 // TrainModel Trigger a background training run.
 //
+// Trains the next model version on every stored event, then swaps it in atomically; poll GET /v1/model. 409 while a run is in progress or, with Redis scale-out, on a replica that is not the trainer leader (the problem names the leader). The request has no body.
+//
 // Corresponds with POST /v1/model/train (the `TrainModel` operationId).
 func (c *Client) TrainModel(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewTrainModelRequest(c.Server)
@@ -753,6 +870,8 @@ func (c *Client) TrainModel(ctx context.Context, reqEditors ...RequestEditorFn) 
 }
 
 // RetrieveCandidatesWithBody Candidate ads for a user, a fresh user or an anonymous context.
+//
+// Embeds the user (the served model's embedding, or one computed now from its current neighbourhood, context_events and user_content: a user the service has never seen is answered too, as a new user), looks up its Bag-of-Meaning tokens in the ad index, applies the filter and re-ranks exactly. With explain, each candidate carries the parts of its score and the interest tokens it shares with the user.
 //
 // Takes any type of body and a specified content type.
 //
@@ -771,6 +890,8 @@ func (c *Client) RetrieveCandidatesWithBody(ctx context.Context, contentType str
 
 // RetrieveCandidates Candidate ads for a user, a fresh user or an anonymous context.
 //
+// Embeds the user (the served model's embedding, or one computed now from its current neighbourhood, context_events and user_content: a user the service has never seen is answered too, as a new user), looks up its Bag-of-Meaning tokens in the ad index, applies the filter and re-ranks exactly. With explain, each candidate carries the parts of its score and the interest tokens it shares with the user.
+//
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /v1/retrieve (the `RetrieveCandidates` operationId).
@@ -788,6 +909,8 @@ func (c *Client) RetrieveCandidates(ctx context.Context, body RetrieveCandidates
 
 // GetToken One interest token's label, level, parent, children, size and sample members.
 //
+// Browse the interest hierarchy: a level-0 token is a coarse interest, its children refine it. size is the number of ads indexed under the token. Example request: GET /v1/tokens/0.1.
+//
 // Corresponds with GET /v1/tokens/{token} (the `GetToken` operationId).
 func (c *Client) GetToken(ctx context.Context, token string, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetTokenRequest(c.Server, token)
@@ -799,6 +922,33 @@ func (c *Client) GetToken(ctx context.Context, token string, reqEditors ...Reque
 		return nil, err
 	}
 	return c.Client.Do(req)
+}
+
+// NewGetDocsRequest constructs an http.Request for the GetDocs method
+func NewGetDocsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/docs")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
 }
 
 // NewHealthzRequest constructs an http.Request for the Healthz method
@@ -838,6 +988,60 @@ func NewMetricsRequest(server string) (*http.Request, error) {
 	}
 
 	operationPath := fmt.Sprintf("/metrics")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetSpecJSONRequest constructs an http.Request for the GetSpecJSON method
+func NewGetSpecJSONRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/openapi.json")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetSpecYAMLRequest constructs an http.Request for the GetSpecYAML method
+func NewGetSpecYAMLRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/openapi.yaml")
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -1255,9 +1459,18 @@ func WithBaseURL(baseURL string) ClientOption {
 // ClientWithResponsesInterface is the interface specification for the client with responses above.
 type ClientWithResponsesInterface interface {
 
-	// HealthzWithResponse performs a GET /healthz (the `Healthz` operationId) request.
+	// GetDocsWithResponse This API description as a human-readable HTML page (no external assets).
 	//
 	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /docs (the `GetDocs` operationId).
+	GetDocsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetDocsResponse, error)
+
+	// HealthzWithResponse Liveness probe.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /healthz (the `Healthz` operationId).
 	HealthzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*HealthzResponse, error)
 
 	// MetricsWithResponse Prometheus metrics (OpenTelemetry exporter).
@@ -1267,12 +1480,30 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /metrics (the `Metrics` operationId).
 	MetricsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*MetricsResponse, error)
 
-	// ReadyzWithResponse performs a GET /readyz (the `Readyz` operationId) request.
+	// GetSpecJSONWithResponse This API description (OpenAPI 3.0) as JSON.
 	//
 	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /openapi.json (the `GetSpecJSON` operationId).
+	GetSpecJSONWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetSpecJSONResponse, error)
+
+	// GetSpecYAMLWithResponse This API description (OpenAPI 3.0, YAML), as built into the server.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /openapi.yaml (the `GetSpecYAML` operationId).
+	GetSpecYAMLWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetSpecYAMLResponse, error)
+
+	// ReadyzWithResponse Readiness probe; 503 until a model is served and while shutting down.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /readyz (the `Readyz` operationId).
 	ReadyzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ReadyzResponse, error)
 
 	// PostEntitiesWithBodyWithResponse Upsert a batch of entities (all-or-nothing).
+	//
+	// Stores every entity of the batch or none (400 names the offending item). An ad is indexed at once with the current model, so it can be retrieved before the next training run.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -1281,12 +1512,16 @@ type ClientWithResponsesInterface interface {
 
 	// PostEntitiesWithResponse Upsert a batch of entities (all-or-nothing).
 	//
+	// Stores every entity of the batch or none (400 names the offending item). An ad is indexed at once with the current model, so it can be retrieved before the next training run.
+	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/entities (the `PostEntities` operationId).
 	PostEntitiesWithResponse(ctx context.Context, body PostEntitiesJSONRequestBody, reqEditors ...RequestEditorFn) (*PostEntitiesResponse, error)
 
 	// GetInterestsWithResponse The entity's Bag-of-Meaning interest tokens with labels.
+	//
+	// The tokens (one or more per level of the interest hierarchy, coarse to fine) that represent the entity in the index, with their weights and human-readable labels. Example request: GET /v1/entities/user/u1/interests.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -1295,12 +1530,16 @@ type ClientWithResponsesInterface interface {
 
 	// GetSimilarWithResponse Nearest entities of a target type in the shared embedding space.
 	//
+	// Cosine-nearest entities of target_type (default: the entity's own type). Example request: GET /v1/entities/ad/a17/similar?target_type=ad&k=3 (the parameters' examples below use user u1).
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /v1/entities/{type}/{id}/similar (the `GetSimilar` operationId).
 	GetSimilarWithResponse(ctx context.Context, pType EntityType, id EntityID, params *GetSimilarParams, reqEditors ...RequestEditorFn) (*GetSimilarResponse, error)
 
 	// PostEventsWithBodyWithResponse Append a batch of events (all-or-nothing, idempotent by event id).
+	//
+	// Appends engagement events (user -> ad) and structure edges (ad -> campaign, ...). An event whose id was already stored is counted in duplicates and stored once. Endpoints that are not stored yet are created.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -1309,12 +1548,16 @@ type ClientWithResponsesInterface interface {
 
 	// PostEventsWithResponse Append a batch of events (all-or-nothing, idempotent by event id).
 	//
+	// Appends engagement events (user -> ad) and structure edges (ad -> campaign, ...). An event whose id was already stored is counted in duplicates and stored once. Endpoints that are not stored yet are created.
+	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/events (the `PostEvents` operationId).
 	PostEventsWithResponse(ctx context.Context, body PostEventsJSONRequestBody, reqEditors ...RequestEditorFn) (*PostEventsResponse, error)
 
 	// GetModelWithResponse The serving model's version, training time and metrics.
+	//
+	// Answers 200 with ready false before the first model is trained.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -1323,12 +1566,16 @@ type ClientWithResponsesInterface interface {
 
 	// TrainModelWithResponse Trigger a background training run.
 	//
+	// Trains the next model version on every stored event, then swaps it in atomically; poll GET /v1/model. 409 while a run is in progress or, with Redis scale-out, on a replica that is not the trainer leader (the problem names the leader). The request has no body.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/model/train (the `TrainModel` operationId).
 	TrainModelWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*TrainModelResponse, error)
 
 	// RetrieveCandidatesWithBodyWithResponse Candidate ads for a user, a fresh user or an anonymous context.
+	//
+	// Embeds the user (the served model's embedding, or one computed now from its current neighbourhood, context_events and user_content: a user the service has never seen is answered too, as a new user), looks up its Bag-of-Meaning tokens in the ad index, applies the filter and re-ranks exactly. With explain, each candidate carries the parts of its score and the interest tokens it shares with the user.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -1337,6 +1584,8 @@ type ClientWithResponsesInterface interface {
 
 	// RetrieveCandidatesWithResponse Candidate ads for a user, a fresh user or an anonymous context.
 	//
+	// Embeds the user (the served model's embedding, or one computed now from its current neighbourhood, context_events and user_content: a user the service has never seen is answered too, as a new user), looks up its Bag-of-Meaning tokens in the ad index, applies the filter and re-ranks exactly. With explain, each candidate carries the parts of its score and the interest tokens it shares with the user.
+	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/retrieve (the `RetrieveCandidates` operationId).
@@ -1344,10 +1593,72 @@ type ClientWithResponsesInterface interface {
 
 	// GetTokenWithResponse One interest token's label, level, parent, children, size and sample members.
 	//
+	// Browse the interest hierarchy: a level-0 token is a coarse interest, its children refine it. size is the number of ads indexed under the token. Example request: GET /v1/tokens/0.1.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /v1/tokens/{token} (the `GetToken` operationId).
 	GetTokenWithResponse(ctx context.Context, token string, reqEditors ...RequestEditorFn) (*GetTokenResponse, error)
+}
+
+// GetDocsResponse429Headers the declared response headers of an HTTP 429 response for GetDocs
+type GetDocsResponse429Headers struct {
+	RetryAfter *int
+}
+
+type GetDocsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetDocsResponse429Headers
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetDocsResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetDocsResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
+}
+
+// GetBody returns the raw response body bytes
+func (r GetDocsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetDocsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetDocsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetDocsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// HealthzResponse429Headers the declared response headers of an HTTP 429 response for Healthz
+type HealthzResponse429Headers struct {
+	RetryAfter *int
 }
 
 type HealthzResponse struct {
@@ -1355,11 +1666,27 @@ type HealthzResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *Health
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *HealthzResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r HealthzResponse) GetJSON200() *Health {
 	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r HealthzResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r HealthzResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
 }
 
 // GetBody returns the raw response body bytes
@@ -1391,9 +1718,30 @@ func (r HealthzResponse) ContentType() string {
 	return ""
 }
 
+// MetricsResponse429Headers the declared response headers of an HTTP 429 response for Metrics
+type MetricsResponse429Headers struct {
+	RetryAfter *int
+}
+
 type MetricsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *MetricsResponse429Headers
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r MetricsResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r MetricsResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
 }
 
 // GetBody returns the raw response body bytes
@@ -1425,13 +1773,155 @@ func (r MetricsResponse) ContentType() string {
 	return ""
 }
 
+// GetSpecJSONResponse429Headers the declared response headers of an HTTP 429 response for GetSpecJSON
+type GetSpecJSONResponse429Headers struct {
+	RetryAfter *int
+}
+
+type GetSpecJSONResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *map[string]interface{}
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetSpecJSONResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetSpecJSONResponse) GetJSON200() *map[string]interface{} {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetSpecJSONResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetSpecJSONResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
+}
+
+// GetBody returns the raw response body bytes
+func (r GetSpecJSONResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetSpecJSONResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetSpecJSONResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetSpecJSONResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetSpecYAMLResponse429Headers the declared response headers of an HTTP 429 response for GetSpecYAML
+type GetSpecYAMLResponse429Headers struct {
+	RetryAfter *int
+}
+
+type GetSpecYAMLResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// YAML200 the response for an HTTP 200 `application/yaml` response
+	YAML200 *map[string]interface{}
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetSpecYAMLResponse429Headers
+}
+
+// GetYAML200 returns the response for an HTTP 200 `application/yaml` response
+func (r GetSpecYAMLResponse) GetYAML200() *map[string]interface{} {
+	return r.YAML200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetSpecYAMLResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetSpecYAMLResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
+}
+
+// GetBody returns the raw response body bytes
+func (r GetSpecYAMLResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetSpecYAMLResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetSpecYAMLResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetSpecYAMLResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ReadyzResponse429Headers the declared response headers of an HTTP 429 response for Readyz
+type ReadyzResponse429Headers struct {
+	RetryAfter *int
+}
+
+// ReadyzResponse503Headers the declared response headers of an HTTP 503 response for Readyz
+type ReadyzResponse503Headers struct {
+	RetryAfter *int
+}
+
 type ReadyzResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *Health
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
-	ApplicationproblemJSON503 *Problem
+	ApplicationproblemJSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ReadyzResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ReadyzResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -1439,8 +1929,18 @@ func (r ReadyzResponse) GetJSON200() *Health {
 	return r.JSON200
 }
 
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ReadyzResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ReadyzResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
+}
+
 // GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
-func (r ReadyzResponse) GetApplicationproblemJSON503() *Problem {
+func (r ReadyzResponse) GetApplicationproblemJSON503() *Unavailable {
 	return r.ApplicationproblemJSON503
 }
 
@@ -1473,6 +1973,21 @@ func (r ReadyzResponse) ContentType() string {
 	return ""
 }
 
+// PostEntitiesResponse429Headers the declared response headers of an HTTP 429 response for PostEntities
+type PostEntitiesResponse429Headers struct {
+	RetryAfter *int
+}
+
+// PostEntitiesResponse503Headers the declared response headers of an HTTP 503 response for PostEntities
+type PostEntitiesResponse503Headers struct {
+	RetryAfter *int
+}
+
+// PostEntitiesResponse507Headers the declared response headers of an HTTP 507 response for PostEntities
+type PostEntitiesResponse507Headers struct {
+	RetryAfter *int
+}
+
 type PostEntitiesResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -1489,13 +2004,19 @@ type PostEntitiesResponse struct {
 	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
 	ApplicationproblemJSON415 *Problem
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
-	ApplicationproblemJSON429 *Problem
+	ApplicationproblemJSON429 *RateLimited
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Problem
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
-	ApplicationproblemJSON503 *Problem
+	ApplicationproblemJSON503 *Unavailable
 	// ApplicationproblemJSON507 the response for an HTTP 507 `application/problem+json` response
-	ApplicationproblemJSON507 *Problem
+	ApplicationproblemJSON507 *InsufficientStorage
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PostEntitiesResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *PostEntitiesResponse503Headers
+	// Headers507 the parsed response headers for an HTTP 507 response
+	Headers507 *PostEntitiesResponse507Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -1529,7 +2050,7 @@ func (r PostEntitiesResponse) GetApplicationproblemJSON415() *Problem {
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
-func (r PostEntitiesResponse) GetApplicationproblemJSON429() *Problem {
+func (r PostEntitiesResponse) GetApplicationproblemJSON429() *RateLimited {
 	return r.ApplicationproblemJSON429
 }
 
@@ -1539,12 +2060,12 @@ func (r PostEntitiesResponse) GetApplicationproblemJSON500() *Problem {
 }
 
 // GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
-func (r PostEntitiesResponse) GetApplicationproblemJSON503() *Problem {
+func (r PostEntitiesResponse) GetApplicationproblemJSON503() *Unavailable {
 	return r.ApplicationproblemJSON503
 }
 
 // GetApplicationproblemJSON507 returns the response for an HTTP 507 `application/problem+json` response
-func (r PostEntitiesResponse) GetApplicationproblemJSON507() *Problem {
+func (r PostEntitiesResponse) GetApplicationproblemJSON507() *InsufficientStorage {
 	return r.ApplicationproblemJSON507
 }
 
@@ -1577,6 +2098,16 @@ func (r PostEntitiesResponse) ContentType() string {
 	return ""
 }
 
+// GetInterestsResponse429Headers the declared response headers of an HTTP 429 response for GetInterests
+type GetInterestsResponse429Headers struct {
+	RetryAfter *int
+}
+
+// GetInterestsResponse503Headers the declared response headers of an HTTP 503 response for GetInterests
+type GetInterestsResponse503Headers struct {
+	RetryAfter *int
+}
+
 type GetInterestsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -1589,11 +2120,15 @@ type GetInterestsResponse struct {
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *Problem
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
-	ApplicationproblemJSON429 *Problem
+	ApplicationproblemJSON429 *RateLimited
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Problem
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
-	ApplicationproblemJSON503 *Problem
+	ApplicationproblemJSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetInterestsResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetInterestsResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -1617,7 +2152,7 @@ func (r GetInterestsResponse) GetApplicationproblemJSON404() *Problem {
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
-func (r GetInterestsResponse) GetApplicationproblemJSON429() *Problem {
+func (r GetInterestsResponse) GetApplicationproblemJSON429() *RateLimited {
 	return r.ApplicationproblemJSON429
 }
 
@@ -1627,7 +2162,7 @@ func (r GetInterestsResponse) GetApplicationproblemJSON500() *Problem {
 }
 
 // GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
-func (r GetInterestsResponse) GetApplicationproblemJSON503() *Problem {
+func (r GetInterestsResponse) GetApplicationproblemJSON503() *Unavailable {
 	return r.ApplicationproblemJSON503
 }
 
@@ -1660,6 +2195,16 @@ func (r GetInterestsResponse) ContentType() string {
 	return ""
 }
 
+// GetSimilarResponse429Headers the declared response headers of an HTTP 429 response for GetSimilar
+type GetSimilarResponse429Headers struct {
+	RetryAfter *int
+}
+
+// GetSimilarResponse503Headers the declared response headers of an HTTP 503 response for GetSimilar
+type GetSimilarResponse503Headers struct {
+	RetryAfter *int
+}
+
 type GetSimilarResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -1672,11 +2217,15 @@ type GetSimilarResponse struct {
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *Problem
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
-	ApplicationproblemJSON429 *Problem
+	ApplicationproblemJSON429 *RateLimited
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Problem
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
-	ApplicationproblemJSON503 *Problem
+	ApplicationproblemJSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetSimilarResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetSimilarResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -1700,7 +2249,7 @@ func (r GetSimilarResponse) GetApplicationproblemJSON404() *Problem {
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
-func (r GetSimilarResponse) GetApplicationproblemJSON429() *Problem {
+func (r GetSimilarResponse) GetApplicationproblemJSON429() *RateLimited {
 	return r.ApplicationproblemJSON429
 }
 
@@ -1710,7 +2259,7 @@ func (r GetSimilarResponse) GetApplicationproblemJSON500() *Problem {
 }
 
 // GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
-func (r GetSimilarResponse) GetApplicationproblemJSON503() *Problem {
+func (r GetSimilarResponse) GetApplicationproblemJSON503() *Unavailable {
 	return r.ApplicationproblemJSON503
 }
 
@@ -1743,6 +2292,21 @@ func (r GetSimilarResponse) ContentType() string {
 	return ""
 }
 
+// PostEventsResponse429Headers the declared response headers of an HTTP 429 response for PostEvents
+type PostEventsResponse429Headers struct {
+	RetryAfter *int
+}
+
+// PostEventsResponse503Headers the declared response headers of an HTTP 503 response for PostEvents
+type PostEventsResponse503Headers struct {
+	RetryAfter *int
+}
+
+// PostEventsResponse507Headers the declared response headers of an HTTP 507 response for PostEvents
+type PostEventsResponse507Headers struct {
+	RetryAfter *int
+}
+
 type PostEventsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -1759,13 +2323,19 @@ type PostEventsResponse struct {
 	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
 	ApplicationproblemJSON415 *Problem
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
-	ApplicationproblemJSON429 *Problem
+	ApplicationproblemJSON429 *RateLimited
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Problem
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
-	ApplicationproblemJSON503 *Problem
+	ApplicationproblemJSON503 *Unavailable
 	// ApplicationproblemJSON507 the response for an HTTP 507 `application/problem+json` response
-	ApplicationproblemJSON507 *Problem
+	ApplicationproblemJSON507 *InsufficientStorage
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PostEventsResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *PostEventsResponse503Headers
+	// Headers507 the parsed response headers for an HTTP 507 response
+	Headers507 *PostEventsResponse507Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -1799,7 +2369,7 @@ func (r PostEventsResponse) GetApplicationproblemJSON415() *Problem {
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
-func (r PostEventsResponse) GetApplicationproblemJSON429() *Problem {
+func (r PostEventsResponse) GetApplicationproblemJSON429() *RateLimited {
 	return r.ApplicationproblemJSON429
 }
 
@@ -1809,12 +2379,12 @@ func (r PostEventsResponse) GetApplicationproblemJSON500() *Problem {
 }
 
 // GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
-func (r PostEventsResponse) GetApplicationproblemJSON503() *Problem {
+func (r PostEventsResponse) GetApplicationproblemJSON503() *Unavailable {
 	return r.ApplicationproblemJSON503
 }
 
 // GetApplicationproblemJSON507 returns the response for an HTTP 507 `application/problem+json` response
-func (r PostEventsResponse) GetApplicationproblemJSON507() *Problem {
+func (r PostEventsResponse) GetApplicationproblemJSON507() *InsufficientStorage {
 	return r.ApplicationproblemJSON507
 }
 
@@ -1847,6 +2417,11 @@ func (r PostEventsResponse) ContentType() string {
 	return ""
 }
 
+// GetModelResponse429Headers the declared response headers of an HTTP 429 response for GetModel
+type GetModelResponse429Headers struct {
+	RetryAfter *int
+}
+
 type GetModelResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -1855,7 +2430,9 @@ type GetModelResponse struct {
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Problem
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
-	ApplicationproblemJSON429 *Problem
+	ApplicationproblemJSON429 *RateLimited
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetModelResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -1869,7 +2446,7 @@ func (r GetModelResponse) GetApplicationproblemJSON401() *Problem {
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
-func (r GetModelResponse) GetApplicationproblemJSON429() *Problem {
+func (r GetModelResponse) GetApplicationproblemJSON429() *RateLimited {
 	return r.ApplicationproblemJSON429
 }
 
@@ -1902,6 +2479,16 @@ func (r GetModelResponse) ContentType() string {
 	return ""
 }
 
+// TrainModelResponse429Headers the declared response headers of an HTTP 429 response for TrainModel
+type TrainModelResponse429Headers struct {
+	RetryAfter *int
+}
+
+// TrainModelResponse503Headers the declared response headers of an HTTP 503 response for TrainModel
+type TrainModelResponse503Headers struct {
+	RetryAfter *int
+}
+
 type TrainModelResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -1912,11 +2499,15 @@ type TrainModelResponse struct {
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *Problem
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
-	ApplicationproblemJSON429 *Problem
+	ApplicationproblemJSON429 *RateLimited
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Problem
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
-	ApplicationproblemJSON503 *Problem
+	ApplicationproblemJSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *TrainModelResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *TrainModelResponse503Headers
 }
 
 // GetJSON202 returns the response for an HTTP 202 `application/json` response
@@ -1935,7 +2526,7 @@ func (r TrainModelResponse) GetApplicationproblemJSON409() *Problem {
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
-func (r TrainModelResponse) GetApplicationproblemJSON429() *Problem {
+func (r TrainModelResponse) GetApplicationproblemJSON429() *RateLimited {
 	return r.ApplicationproblemJSON429
 }
 
@@ -1945,7 +2536,7 @@ func (r TrainModelResponse) GetApplicationproblemJSON500() *Problem {
 }
 
 // GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
-func (r TrainModelResponse) GetApplicationproblemJSON503() *Problem {
+func (r TrainModelResponse) GetApplicationproblemJSON503() *Unavailable {
 	return r.ApplicationproblemJSON503
 }
 
@@ -1978,6 +2569,16 @@ func (r TrainModelResponse) ContentType() string {
 	return ""
 }
 
+// RetrieveCandidatesResponse429Headers the declared response headers of an HTTP 429 response for RetrieveCandidates
+type RetrieveCandidatesResponse429Headers struct {
+	RetryAfter *int
+}
+
+// RetrieveCandidatesResponse503Headers the declared response headers of an HTTP 503 response for RetrieveCandidates
+type RetrieveCandidatesResponse503Headers struct {
+	RetryAfter *int
+}
+
 type RetrieveCandidatesResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -1996,11 +2597,15 @@ type RetrieveCandidatesResponse struct {
 	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
 	ApplicationproblemJSON415 *Problem
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
-	ApplicationproblemJSON429 *Problem
+	ApplicationproblemJSON429 *RateLimited
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Problem
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
-	ApplicationproblemJSON503 *Problem
+	ApplicationproblemJSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RetrieveCandidatesResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RetrieveCandidatesResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -2039,7 +2644,7 @@ func (r RetrieveCandidatesResponse) GetApplicationproblemJSON415() *Problem {
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
-func (r RetrieveCandidatesResponse) GetApplicationproblemJSON429() *Problem {
+func (r RetrieveCandidatesResponse) GetApplicationproblemJSON429() *RateLimited {
 	return r.ApplicationproblemJSON429
 }
 
@@ -2049,7 +2654,7 @@ func (r RetrieveCandidatesResponse) GetApplicationproblemJSON500() *Problem {
 }
 
 // GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
-func (r RetrieveCandidatesResponse) GetApplicationproblemJSON503() *Problem {
+func (r RetrieveCandidatesResponse) GetApplicationproblemJSON503() *Unavailable {
 	return r.ApplicationproblemJSON503
 }
 
@@ -2082,6 +2687,16 @@ func (r RetrieveCandidatesResponse) ContentType() string {
 	return ""
 }
 
+// GetTokenResponse429Headers the declared response headers of an HTTP 429 response for GetToken
+type GetTokenResponse429Headers struct {
+	RetryAfter *int
+}
+
+// GetTokenResponse503Headers the declared response headers of an HTTP 503 response for GetToken
+type GetTokenResponse503Headers struct {
+	RetryAfter *int
+}
+
 type GetTokenResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -2094,11 +2709,15 @@ type GetTokenResponse struct {
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *Problem
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
-	ApplicationproblemJSON429 *Problem
+	ApplicationproblemJSON429 *RateLimited
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Problem
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
-	ApplicationproblemJSON503 *Problem
+	ApplicationproblemJSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetTokenResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetTokenResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -2122,7 +2741,7 @@ func (r GetTokenResponse) GetApplicationproblemJSON404() *Problem {
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
-func (r GetTokenResponse) GetApplicationproblemJSON429() *Problem {
+func (r GetTokenResponse) GetApplicationproblemJSON429() *RateLimited {
 	return r.ApplicationproblemJSON429
 }
 
@@ -2132,7 +2751,7 @@ func (r GetTokenResponse) GetApplicationproblemJSON500() *Problem {
 }
 
 // GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
-func (r GetTokenResponse) GetApplicationproblemJSON503() *Problem {
+func (r GetTokenResponse) GetApplicationproblemJSON503() *Unavailable {
 	return r.ApplicationproblemJSON503
 }
 
@@ -2165,9 +2784,24 @@ func (r GetTokenResponse) ContentType() string {
 	return ""
 }
 
-// HealthzWithResponse performs a GET /healthz (the `Healthz` operationId) request.
+// GetDocsWithResponse This API description as a human-readable HTML page (no external assets).
 //
 // Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /docs (the `GetDocs` operationId).
+func (c *ClientWithResponses) GetDocsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetDocsResponse, error) {
+	rsp, err := c.GetDocs(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetDocsResponse(rsp)
+}
+
+// HealthzWithResponse Liveness probe.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /healthz (the `Healthz` operationId).
 func (c *ClientWithResponses) HealthzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*HealthzResponse, error) {
 	rsp, err := c.Healthz(ctx, reqEditors...)
 	if err != nil {
@@ -2189,9 +2823,37 @@ func (c *ClientWithResponses) MetricsWithResponse(ctx context.Context, reqEditor
 	return ParseMetricsResponse(rsp)
 }
 
-// ReadyzWithResponse performs a GET /readyz (the `Readyz` operationId) request.
+// GetSpecJSONWithResponse This API description (OpenAPI 3.0) as JSON.
 //
 // Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /openapi.json (the `GetSpecJSON` operationId).
+func (c *ClientWithResponses) GetSpecJSONWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetSpecJSONResponse, error) {
+	rsp, err := c.GetSpecJSON(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetSpecJSONResponse(rsp)
+}
+
+// GetSpecYAMLWithResponse This API description (OpenAPI 3.0, YAML), as built into the server.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /openapi.yaml (the `GetSpecYAML` operationId).
+func (c *ClientWithResponses) GetSpecYAMLWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetSpecYAMLResponse, error) {
+	rsp, err := c.GetSpecYAML(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetSpecYAMLResponse(rsp)
+}
+
+// ReadyzWithResponse Readiness probe; 503 until a model is served and while shutting down.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /readyz (the `Readyz` operationId).
 func (c *ClientWithResponses) ReadyzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ReadyzResponse, error) {
 	rsp, err := c.Readyz(ctx, reqEditors...)
 	if err != nil {
@@ -2201,6 +2863,8 @@ func (c *ClientWithResponses) ReadyzWithResponse(ctx context.Context, reqEditors
 }
 
 // PostEntitiesWithBodyWithResponse Upsert a batch of entities (all-or-nothing).
+//
+// Stores every entity of the batch or none (400 names the offending item). An ad is indexed at once with the current model, so it can be retrieved before the next training run.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -2215,6 +2879,8 @@ func (c *ClientWithResponses) PostEntitiesWithBodyWithResponse(ctx context.Conte
 
 // PostEntitiesWithResponse Upsert a batch of entities (all-or-nothing).
 //
+// Stores every entity of the batch or none (400 names the offending item). An ad is indexed at once with the current model, so it can be retrieved before the next training run.
+//
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/entities (the `PostEntities` operationId).
@@ -2227,6 +2893,8 @@ func (c *ClientWithResponses) PostEntitiesWithResponse(ctx context.Context, body
 }
 
 // GetInterestsWithResponse The entity's Bag-of-Meaning interest tokens with labels.
+//
+// The tokens (one or more per level of the interest hierarchy, coarse to fine) that represent the entity in the index, with their weights and human-readable labels. Example request: GET /v1/entities/user/u1/interests.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -2241,6 +2909,8 @@ func (c *ClientWithResponses) GetInterestsWithResponse(ctx context.Context, pTyp
 
 // GetSimilarWithResponse Nearest entities of a target type in the shared embedding space.
 //
+// Cosine-nearest entities of target_type (default: the entity's own type). Example request: GET /v1/entities/ad/a17/similar?target_type=ad&k=3 (the parameters' examples below use user u1).
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /v1/entities/{type}/{id}/similar (the `GetSimilar` operationId).
@@ -2253,6 +2923,8 @@ func (c *ClientWithResponses) GetSimilarWithResponse(ctx context.Context, pType 
 }
 
 // PostEventsWithBodyWithResponse Append a batch of events (all-or-nothing, idempotent by event id).
+//
+// Appends engagement events (user -> ad) and structure edges (ad -> campaign, ...). An event whose id was already stored is counted in duplicates and stored once. Endpoints that are not stored yet are created.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -2267,6 +2939,8 @@ func (c *ClientWithResponses) PostEventsWithBodyWithResponse(ctx context.Context
 
 // PostEventsWithResponse Append a batch of events (all-or-nothing, idempotent by event id).
 //
+// Appends engagement events (user -> ad) and structure edges (ad -> campaign, ...). An event whose id was already stored is counted in duplicates and stored once. Endpoints that are not stored yet are created.
+//
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/events (the `PostEvents` operationId).
@@ -2279,6 +2953,8 @@ func (c *ClientWithResponses) PostEventsWithResponse(ctx context.Context, body P
 }
 
 // GetModelWithResponse The serving model's version, training time and metrics.
+//
+// Answers 200 with ready false before the first model is trained.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -2293,6 +2969,8 @@ func (c *ClientWithResponses) GetModelWithResponse(ctx context.Context, reqEdito
 
 // TrainModelWithResponse Trigger a background training run.
 //
+// Trains the next model version on every stored event, then swaps it in atomically; poll GET /v1/model. 409 while a run is in progress or, with Redis scale-out, on a replica that is not the trainer leader (the problem names the leader). The request has no body.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/model/train (the `TrainModel` operationId).
@@ -2305,6 +2983,8 @@ func (c *ClientWithResponses) TrainModelWithResponse(ctx context.Context, reqEdi
 }
 
 // RetrieveCandidatesWithBodyWithResponse Candidate ads for a user, a fresh user or an anonymous context.
+//
+// Embeds the user (the served model's embedding, or one computed now from its current neighbourhood, context_events and user_content: a user the service has never seen is answered too, as a new user), looks up its Bag-of-Meaning tokens in the ad index, applies the filter and re-ranks exactly. With explain, each candidate carries the parts of its score and the interest tokens it shares with the user.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -2319,6 +2999,8 @@ func (c *ClientWithResponses) RetrieveCandidatesWithBodyWithResponse(ctx context
 
 // RetrieveCandidatesWithResponse Candidate ads for a user, a fresh user or an anonymous context.
 //
+// Embeds the user (the served model's embedding, or one computed now from its current neighbourhood, context_events and user_content: a user the service has never seen is answered too, as a new user), looks up its Bag-of-Meaning tokens in the ad index, applies the filter and re-ranks exactly. With explain, each candidate carries the parts of its score and the interest tokens it shares with the user.
+//
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/retrieve (the `RetrieveCandidates` operationId).
@@ -2332,6 +3014,8 @@ func (c *ClientWithResponses) RetrieveCandidatesWithResponse(ctx context.Context
 
 // GetTokenWithResponse One interest token's label, level, parent, children, size and sample members.
 //
+// Browse the interest hierarchy: a level-0 token is a coarse interest, its children refine it. size is the number of ads indexed under the token. Example request: GET /v1/tokens/0.1.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /v1/tokens/{token} (the `GetToken` operationId).
@@ -2341,6 +3025,52 @@ func (c *ClientWithResponses) GetTokenWithResponse(ctx context.Context, token st
 		return nil, err
 	}
 	return ParseGetTokenResponse(rsp)
+}
+
+// ParseGetDocsResponse parses an HTTP response from a GetDocsWithResponse call
+func ParseGetDocsResponse(rsp *http.Response) (*GetDocsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetDocsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetDocsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
 }
 
 // ParseHealthzResponse parses an HTTP response from a HealthzWithResponse call
@@ -2364,6 +3094,33 @@ func ParseHealthzResponse(rsp *http.Response) (*HealthzResponse, error) {
 		}
 		response.JSON200 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers HealthzResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -2380,6 +3137,142 @@ func ParseMetricsResponse(rsp *http.Response) (*MetricsResponse, error) {
 	response := &MetricsResponse{
 		Body:         bodyBytes,
 		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers MetricsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetSpecJSONResponse parses an HTTP response from a GetSpecJSONWithResponse call
+func ParseGetSpecJSONResponse(rsp *http.Response) (*GetSpecJSONResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetSpecJSONResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest map[string]interface{}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetSpecJSONResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetSpecYAMLResponse parses an HTTP response from a GetSpecYAMLWithResponse call
+func ParseGetSpecYAMLResponse(rsp *http.Response) (*GetSpecYAMLResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetSpecYAMLResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "yaml") && rsp.StatusCode == 200:
+		var dest map[string]interface{}
+		if err := yaml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.YAML200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetSpecYAMLResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -2406,13 +3299,50 @@ func ParseReadyzResponse(rsp *http.Response) (*ReadyzResponse, error) {
 		}
 		response.JSON200 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationproblemJSON503 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ReadyzResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ReadyzResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -2475,7 +3405,7 @@ func ParsePostEntitiesResponse(rsp *http.Response) (*PostEntitiesResponse, error
 		response.ApplicationproblemJSON415 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
-		var dest Problem
+		var dest RateLimited
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -2489,19 +3419,52 @@ func ParsePostEntitiesResponse(rsp *http.Response) (*PostEntitiesResponse, error
 		response.ApplicationproblemJSON500 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest Problem
+		var dest Unavailable
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationproblemJSON503 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 507:
-		var dest Problem
+		var dest InsufficientStorage
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationproblemJSON507 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers PostEntitiesResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers PostEntitiesResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	case rsp.StatusCode == 507:
+		var headers PostEntitiesResponse507Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers507 = &headers
 	}
 
 	return response, nil
@@ -2550,7 +3513,7 @@ func ParseGetInterestsResponse(rsp *http.Response) (*GetInterestsResponse, error
 		response.ApplicationproblemJSON404 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
-		var dest Problem
+		var dest RateLimited
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -2564,12 +3527,35 @@ func ParseGetInterestsResponse(rsp *http.Response) (*GetInterestsResponse, error
 		response.ApplicationproblemJSON500 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest Problem
+		var dest Unavailable
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationproblemJSON503 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetInterestsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetInterestsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -2618,7 +3604,7 @@ func ParseGetSimilarResponse(rsp *http.Response) (*GetSimilarResponse, error) {
 		response.ApplicationproblemJSON404 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
-		var dest Problem
+		var dest RateLimited
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -2632,12 +3618,35 @@ func ParseGetSimilarResponse(rsp *http.Response) (*GetSimilarResponse, error) {
 		response.ApplicationproblemJSON500 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest Problem
+		var dest Unavailable
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationproblemJSON503 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetSimilarResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetSimilarResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -2700,7 +3709,7 @@ func ParsePostEventsResponse(rsp *http.Response) (*PostEventsResponse, error) {
 		response.ApplicationproblemJSON415 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
-		var dest Problem
+		var dest RateLimited
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -2714,19 +3723,52 @@ func ParsePostEventsResponse(rsp *http.Response) (*PostEventsResponse, error) {
 		response.ApplicationproblemJSON500 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest Problem
+		var dest Unavailable
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationproblemJSON503 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 507:
-		var dest Problem
+		var dest InsufficientStorage
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationproblemJSON507 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers PostEventsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers PostEventsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	case rsp.StatusCode == 507:
+		var headers PostEventsResponse507Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers507 = &headers
 	}
 
 	return response, nil
@@ -2761,12 +3803,25 @@ func ParseGetModelResponse(rsp *http.Response) (*GetModelResponse, error) {
 		response.ApplicationproblemJSON401 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
-		var dest Problem
+		var dest RateLimited
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationproblemJSON429 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetModelResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -2808,7 +3863,7 @@ func ParseTrainModelResponse(rsp *http.Response) (*TrainModelResponse, error) {
 		response.ApplicationproblemJSON409 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
-		var dest Problem
+		var dest RateLimited
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -2822,12 +3877,35 @@ func ParseTrainModelResponse(rsp *http.Response) (*TrainModelResponse, error) {
 		response.ApplicationproblemJSON500 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest Problem
+		var dest Unavailable
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationproblemJSON503 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers TrainModelResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers TrainModelResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -2897,7 +3975,7 @@ func ParseRetrieveCandidatesResponse(rsp *http.Response) (*RetrieveCandidatesRes
 		response.ApplicationproblemJSON415 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
-		var dest Problem
+		var dest RateLimited
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -2911,12 +3989,35 @@ func ParseRetrieveCandidatesResponse(rsp *http.Response) (*RetrieveCandidatesRes
 		response.ApplicationproblemJSON500 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest Problem
+		var dest Unavailable
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationproblemJSON503 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers RetrieveCandidatesResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers RetrieveCandidatesResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -2965,7 +4066,7 @@ func ParseGetTokenResponse(rsp *http.Response) (*GetTokenResponse, error) {
 		response.ApplicationproblemJSON404 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
-		var dest Problem
+		var dest RateLimited
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -2979,7 +4080,7 @@ func ParseGetTokenResponse(rsp *http.Response) (*GetTokenResponse, error) {
 		response.ApplicationproblemJSON500 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest Problem
+		var dest Unavailable
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -2987,18 +4088,50 @@ func ParseGetTokenResponse(rsp *http.Response) (*GetTokenResponse, error) {
 
 	}
 
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetTokenResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetTokenResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
 	return response, nil
 }
 
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
-
+	// GetDocs This API description as a human-readable HTML page (no external assets).
+	// (GET /docs)
+	GetDocs(w http.ResponseWriter, r *http.Request)
+	// Healthz Liveness probe.
 	// (GET /healthz)
 	Healthz(w http.ResponseWriter, r *http.Request)
 	// Metrics Prometheus metrics (OpenTelemetry exporter).
 	// (GET /metrics)
 	Metrics(w http.ResponseWriter, r *http.Request)
-
+	// GetSpecJSON This API description (OpenAPI 3.0) as JSON.
+	// (GET /openapi.json)
+	GetSpecJSON(w http.ResponseWriter, r *http.Request)
+	// GetSpecYAML This API description (OpenAPI 3.0, YAML), as built into the server.
+	// (GET /openapi.yaml)
+	GetSpecYAML(w http.ResponseWriter, r *http.Request)
+	// Readyz Readiness probe; 503 until a model is served and while shutting down.
 	// (GET /readyz)
 	Readyz(w http.ResponseWriter, r *http.Request)
 	// PostEntities Upsert a batch of entities (all-or-nothing).
@@ -3031,6 +4164,13 @@ type ServerInterface interface {
 
 type Unimplemented struct{}
 
+// GetDocs This API description as a human-readable HTML page (no external assets).
+// (GET /docs)
+func (_ Unimplemented) GetDocs(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// Healthz Liveness probe.
 // (GET /healthz)
 func (_ Unimplemented) Healthz(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
@@ -3042,6 +4182,19 @@ func (_ Unimplemented) Metrics(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// GetSpecJSON This API description (OpenAPI 3.0) as JSON.
+// (GET /openapi.json)
+func (_ Unimplemented) GetSpecJSON(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetSpecYAML This API description (OpenAPI 3.0, YAML), as built into the server.
+// (GET /openapi.yaml)
+func (_ Unimplemented) GetSpecYAML(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// Readyz Readiness probe; 503 until a model is served and while shutting down.
 // (GET /readyz)
 func (_ Unimplemented) Readyz(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
@@ -3104,6 +4257,20 @@ type ServerInterfaceWrapper struct {
 
 type MiddlewareFunc func(http.Handler) http.Handler
 
+// GetDocs operation middleware
+func (siw *ServerInterfaceWrapper) GetDocs(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetDocs(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // Healthz operation middleware
 func (siw *ServerInterfaceWrapper) Healthz(w http.ResponseWriter, r *http.Request) {
 
@@ -3123,6 +4290,34 @@ func (siw *ServerInterfaceWrapper) Metrics(w http.ResponseWriter, r *http.Reques
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.Metrics(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetSpecJSON operation middleware
+func (siw *ServerInterfaceWrapper) GetSpecJSON(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetSpecJSON(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetSpecYAML operation middleware
+func (siw *ServerInterfaceWrapper) GetSpecYAML(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetSpecYAML(w, r)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -3487,6 +4682,15 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/metrics", wrapper.Metrics)
 	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/openapi.yaml", wrapper.GetSpecYAML)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/openapi.json", wrapper.GetSpecJSON)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/docs", wrapper.GetDocs)
+	})
 
 	return r
 }
@@ -3496,72 +4700,123 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7Fv9jhs3kn+VQt8ClpLWx/gjiWXcH07sXAysN8bEi0Xg8QpUd0lipptsk+yZUYwB7iHuCe9JDlVkf6o1",
-	"IwV2bhfwP7amu0gWi1W/+mJ/jBKdF1qhcjZafIwKYUSODg3/9VI56XavXtBvqaJFVAi3jeJIiRyjRSTT",
-	"KI4MfiilwTRaOFNiHNlki7mgEbm4+SuqjdtGi4dPvomjXKrq77M4cruC5rDOSLWJbm/jsNpbfj64Hg+5",
-	"a8W/GFxHi+g/Zs2mZv6tnf1Np8hz39JaBm2hlUXe5hujVxnm9DPRyqFy9FMURSYT4aRWs8JTfP2b1Yre",
-	"HbdkNS+vmKJNjCxoumgRnf/4Azx9/ORbCDNDik7IzE5ZEmECmv8HoVKZCscyKYwu0Djp2ZYp/duTYxxd",
-	"4u5am3SZC5dsiaK78j+k2wLeFJmQCoRKQcCHEs1uAW6LIFLgcZjyn2EuC6P6l0FaKnH8Pqm4s8/o7x2I",
-	"NAWl3VaqDTjNNDbRBsfTqD7yldYZCkW8FsJ4vbtLjL/QBG+YkmWjDQtjrU0uXLSI1pkWrplelfkKDZE6",
-	"fYnKi8phfu86b4n8HNc81M8ljBG75u+jNaytpO8qvWVz8ey/r1fQq98wcbTEy3SDlfKjKnMaKfPCoLV0",
-	"cnGUZDK5jOJIpOnS6WUiDO26KE2yFZYWSLS6QhOopXJIZ4W0qtJu2Xkg1TIReSHkhmj1einSK9Isi4bm",
-	"NDrXDm1F6HCjzc4TroxQNMNaGrStjTQKyHYs0Z7jhxKt21dcDARHn4xHBpo7l+qVH3HWP6Se0OtFBmXt",
-	"J9zjTDjnkU+kqSSDEdmbDsHeZrvG9aNBNpr/vBJZiUDTyVXp0MJIpHYBIrMa1jJzaMQqw/EUnisQ6QML",
-	"mShVsgUnc4zheiuTLeTiEi1IB2uDdgtrbdieUG3EBnNUDgojtYlBklWKFNZG52CdMG5J88CIUObRo0dP",
-	"Y/j1119/nbx+PXnxArSBUskbyGWWSYuJVqkd01ODGQqLS7JnGDGrL15MXms1odFtC24E6THoJKSPI4c3",
-	"blCYp1lZHF1h4rTpqNERqHCX1jSmOqg2V8E3dLUm9Up+F9cBVry4ujrzKsW80A5VsiPVITH35bknKGuS",
-	"I1f08Npd8e/944/p+IWCSl/Ar0SsaIU/r6PFu5ZkpXLfPG4kS7iyYdG2aEiHJqSE0R7374886BoPb+Po",
-	"GuVm6/xO1qLMHCvW3lnnUsmckHO+d+69cyYBxnxwcXXmzh4+8zuw7KoKnY5DMtag04DMrzDE24+MJPsH",
-	"/L33sAFpQF+hIc/ewNEUXt6IxGU70ApBrzkQmJEWzMh9w4xppxfqeT1kAY2LiKFyHvTLe4cY2DPEBECu",
-	"rFRqR+CFkIkVZqzdF8r7lzboqvRo+YUdD3hoYngQVPDD4GOpOosewKJmft7Cvqif9zb4DBxaZxtZw4Uf",
-	"urgo5/NHySXu+AdeRNNowLKVdsfLoId9f0RwtwNq9ROKzG33dd2f7IC0+sbl6YY09pXaoHXnaNmG94C0",
-	"9CE3DoCWt0NIjS4KTGGFiSgtkkeUBmQK18KCyMgP7sA6bTCdDmFUJ/jorRDe3D28tvdB9u4aar0mdsf9",
-	"VW/AErioBMGDFdkjOfoVBeI01b3Ieyj0qdmN26IdPhcfHNrzkBgdiNp2R7qdXKeYLatodNC+PlVwPrR5",
-	"ilW7LNQLDu3+NZH+Umt3L81SKd4srfwdW/toHWuOlA8dEzXuxSANB6y3LdJWjuSMkArTpXCd+OYODxvG",
-	"0O8BvFqJ5HJjdKlSqMjAlIqiSKkoH91QyjGcrx0+0N4p+P0MybqO31ppTunTDkF5RSst6eckaZk4pqjz",
-	"kSoZKeQNZoPJSCu372ENJ9wHXIN1QiU4/NL52XpBHClJZbh6vUaVklyJmKQqvDFTZI+KaAySvLXCA1DR",
-	"R9rWOyddhneGz3WMFImVLt1ilQl1GcX3HJmfN74Lvcn+DpQhTk0BPk0+PcykMxKv8GDIlugmhVq2I8tO",
-	"mYSfVyea6Ekr7XJo+FQ5G6M4CgxOjFCXCwqiRepLHhYGFoKvwJb5UsLDf44mcrYdw1eQaDsSaQxiKceQ",
-	"a8MJIGmIWM7p6VkM0+kUhGFvB2QsDyyk0jqpEgcitSEnTOFaui2MuFBA8VeKWKB5BlzVunFL7w1gLY11",
-	"MU3m9+CdFvi34xhybWlLCe010ArnnzI5mitmYTKpdjjZSppkF+SVx7Al/T5ILbL1JJNrjDnwrAUwrgY1",
-	"jpB2a+F6q7t7XGm35V9StSe+lirV14ELaeoxJCO9BhTJFjSZn4+JaakNao/gkFPIXFFxUs7DyY49F6NE",
-	"l8phSLTxCs2uI7s4ZOpaUd6ukqxMMR1P4e0WvfRqNfIccYr9mw6a1NTSpjAHVxrlZcHaptfrKbzwdr04",
-	"KNegY6NH407YUKdH4sanR2fz+fzObCmOuiqzbx/nXj2CRgUzGRXaWrnKdiCUVrtcl3bMsnsG1iSQix2s",
-	"EHQuHUlRG8APpchqrSamT8yixE2VRfGW+kE73vAhLC2i6iCjrxzvO7hQGO3QrkVmca+Ai3RCMRRompNj",
-	"mwIuapJIJAWEBAWs5fSKK63gIxGQrqq1xl6pvc5ytnDA/67rhO+4WP+ymzLzqR9QgrMhP8QFpiMxUqT2",
-	"wV5x6hiYTLUblZxVinQMX0N7UfgKMjU6g69BjStYVBVKsI0yTiW7oPtkig0LHgltA4Ueb5qqKuVpfWvi",
-	"5SdtGj/1+Flg25fqAhKF/bXGMwZUSDRq8sBWYa5XbBsDAwszQ08dCAt5SShUbRRIbpjW09OfUConM1Kj",
-	"rWgWDhbZkoJ/MoUfKSMHhddsbMTaIKYrvJ4QQT0T/xdXSFdkpe05lDGoagd81n6cx8xcpAjXW5khr8yj",
-	"W2vYrZHqksue1iOqVviAEZC2aGG183PmK0wppCLUpLDpIBj646uQ8Ox+JLwHCNlk93X/58IH+q0WyXa3",
-	"MjIF4+MPkY0HE3yOdY9Looh02e5IDaYXg/D0j62oOjRZhgYulb6uYZqPX5A5coQUis5rVg9+V4lUJsi6",
-	"pehkgEAURtpwzciSZjFq9XRh4Qsi9Ahs0OFCbJpekrfBVmm8otqgjiFFXpV42SCsyuQSHYy4nG45BLrE",
-	"gu3DS9SOp/Dc8zdh/ph/aYPCVL5aOhjRqvxHj+FnICrdDqGVvuY8aE1K67gIXxDKpJSjT/fLV/f1DO6t",
-	"5ubipj3im8cDUW1VM29N9nj+9JuhoL439vbOGPlQtt9EI0en6E2rcqB8xuC0rJS/q6xvK528Fq2DU/o6",
-	"9gfm/WJSGkNKp8i0V7o0W63TED+yiSwY3WpN0KaFdYnOUo/A47hSgBrZGsVnhQ74ZaVKfMTNlQRmLuTi",
-	"w875/pqHwuv7RFB5AsvMf0KM9kAZPLDvF3GkHWbyXncw7OhlX/26SktThtKxVvd2cNcU3jIyiSaOehDi",
-	"pqoT5v29NJQ7wei61cEe79tjO+vaX3IoJ/Pep44ousleFZlV4BDyIpHaQc+y5z9Yrvt8dIKcHgN7QdSI",
-	"IsnuSQW4rjR8fBwzVuYyEybU8bocvdC0HBdZ2o7iga2jV89c7YmPWbJfGW7WryQTdw9sUIX8qFduqI5z",
-	"4BbEKdcEPn9vP+zgExVXazQ+Cpbb0hsA5vtQ69jyqudlaPNcun2l1nrAy2xllhr8o62YPcoMrzpv2qmM",
-	"MAEQ9nVF5EWGy5xU2xwv2ANXRQ5Xijnvu1/EnqzaTJjwoGAHa3JHSKiHxDQV8MsFzKsEK9HCWIoQC6Od",
-	"prk8SagdraVCjgbtM/+cIr3grHojfOxm0MqUMv5Ep2iHS5+1kLoMXnjOpzTyIhoKrJss9URQ6sp7UNDk",
-	"9p8nCRYO04FbI603A2EBWis2eP+519O8H4rhLCYlAecvpH1+3RUKg+Z56Xt1rJa8Nj9utr11rvB30GQw",
-	"wq5o67htIlrZi3cwaYg67BR86w6q5hJ7hSru4LiIzv1CbSUaYZKtTEQG1Z2jEEKFZLnpQPhcIKzJJQRe",
-	"lrIVFV+oUE4zTTkpZJUcFgr4Xmwmej15jUL5C2ekxNyvmV6ol8Zo4/Xu0G07GB265Df2jepQa49+enUO",
-	"//vf/wM/tTdX9czgvJJZ1OqQRGfT+XTOXdoClShktIgeTefTR+T5hNvyCc623Gr9nX5vkJWXFIv5eZXS",
-	"wuF978biw/n8jtuKp91SDN3egUuKzzN5xfclb+No1mpzDXL6Ory/l1MKSmd1la3hsW8ce+xUK7A1lHku",
-	"KC+P3hido9tiaSGwCKOfC1RvMUN6sKNQURvHMRLvhHtTh0V+7l//v0ic1yadeTJ/dGiWmq32/VLa19XZ",
-	"rN3cLrQd2N0bbd3Lpj8cSgDfa999/CTb69//u+0CnTMl3n5G6XauGAzI+BfOkUjIj/2qRwqZ6M9OpP/u",
-	"NPqzRyfSPzmN/uHTk+ifnCif05SW6L89RckbH8j30dre79372/dtUPh7YdG4qu3KTZ3KbY1Elk20mYRb",
-	"yhUotIxn9pGg6Hb2Uaa3s8qDHQa+/0JX355gbG9u0L8b3lxDMmvdeb+Nj6R+9SKi3X5GA+rfBRmwombL",
-	"f4ohPf43VvSOu3rLN3jpGB/YfvxSR0uhQcSlh6oddKeWhrz6Lh0NaeCfpqFx+ITD18+bbziE2aBbhrT5",
-	"5E83Dsx62Zmrbng9PK3f9Vmtql8CGPJMnqTGqi+mdZJp/Y0cQjtD4aKiVzjgVLRq1m0F9+yrShbYQiTY",
-	"MrG6531HDFVdrPssEVTnzvGX+OlL/PQnx0/PiwL507AmfvKNhl70FIOsvl5wsNp5KpBpK6rizP8ux8SX",
-	"Lz9nutW+3TmUVnJpItx6+yNaepJW7AUD3GdVG18heWAhFBDi5nImXxkQKq3y255sZ0x4GK24eHVAyA8/",
-	"mZC7JbKhYkL97o8AwdN/cyd1rOG9NXKzQcOWN3hNtzn8qmp2+OSrLu8PTYfu8/ir/pXLP9lj7XWzB9Sv",
-	"JYN/xajqi6c7FjPrg6yrxb53H4MI1y+5Seo/aGvqxqEb3piPz7FmH/n/27sc1NvQH+jlTUMNFGGh26iI",
-	"AaebKVxEZ9Ozb/0nP0MftocVDn/ZXgjn0NDIf76bT56+//riYup//GXgYvfnzGOabt6AlXlRfUlbTlHo",
-	"nxX2Mn/+HHiFWVx123zvMoaqXRqDlb/7mMD3LiH0Lqf+UNruhlLmAY/juzqsyKXJQpdoMZtlOhHZVlu3",
-	"+G7+3Ty6fX/7fwEAAP//",
+	"7H37chs31uernO35qkxOmlRTN1t0pbaU2Jl4J05ctlOprOVPBrtBElET6ABoUUxKVfsQ+4T7JFvnAOgb",
+	"mxJlO5mpqfgfk2w0Lgfn/HCu0O9RqlaFklxaE01/j5acZVzTx9fc6s353HKN3zJuUi0KK5SMptEbniqZ",
+	"GbAK1kxYmPG50hw0viLkYhzFEb9hqyLn0XQSRyZd8hXDblZCilW5iqZJHNlNwaNpJKTlC66j29vbOCqY",
+	"Zitu/RSeSyvs5sUz/Fz1F5WTKI4ETqNgdhnFkWQr6iiL4kjzX0uheRZNrS55a2h28x2XC7uMpocnpzFO",
+	"JXyfVJMxVgu5iHAqbvC39HtreMN1/wSoj7um8F+az6Np9LeDmugH7qk5+F5lnAYjOmhuCiUNJzK8kKac",
+	"z0UquLRvrNJsQVNKlbRcWvzIiiIXKcPdOSi0muV89cUvBreqMXPcRMtEjjNdcjBcX3MNKZNSWTAWN3Ct",
+	"heUGpFrDIBPmCuZlng+fuo2FnFm/dGOZTHHJB9eTA36NC/mb5r9+mcwn/DA7So9nJ+z07PGTKI6MZbY0",
+	"0fQkeRxHVliiYXNFNDQuqdqEpbWFmR4cLIUeZ/w6rMgciMZro/Da7b4UfuW6cQRu8/PbpV87rJkBzeel",
+	"4RnMeMpKw6Gm1iMDRBZhiDJPQSq7FHJBrxEJszGQ4ABDyaFXZbmacQ1qDsaLjZCu0YjEa9oYADRP1TXX",
+	"BmYbENbwfA5KphxMwVISsFJLA4N/PH8LB5qzbPMbGLYxfudGcyZynE8prcixXzlEYeyK9aiS6z6C+dYH",
+	"DQQgmgUCfhrvofxAeUb/pkhAmKtSZtt8hUwn+DUnznqSTI5Szs/47OT4yeHpUYOzjpPjmrO+b/R3HztJ",
+	"ZUeu7efgodfffA1nxyePwfcPbsVmjL2/ZpZ/J1bCIix8Evk0sxxy7Ar4Tcp5xu8j3R1CeXx4VpPurVKw",
+	"YnIDCGDcWLMHCXE2o9wv7HNJYpqjgD/C4+WKS5iV6RW3MCi4hvNXL+CKb2LgueGAv7jG8OLVEKWSrwq7",
+	"ebgIwmDyGeXkR8mumcjZLP9UnJYKVirjOVjNhOQZbLidwqsf3rwF3GZ6dkDPQGl3FM+VW/KMpVcLjdzt",
+	"X9YfL2EnyVFTwvyc6kXuI2ojeumz8Eg1A2EcbBJdYOAJIfkwbkIqtlqW1iIuZmot43DMMc0hAOZASGCQ",
+	"5qWpEXnJNM/AWM3ZCnsppeYsXeKShzF4OnthAc0kFMzY9mlhxcpL68cw5QkOI8EuBR5KxDo4LMNTh+sx",
+	"DPo5AVfi174WdqlKCywwAbDcKGDSrPGQwY2t2jSGHg8/kzBU203dfM1kJjJmickLrQqurXA6jiBc7Ghh",
+	"cXTFN2uls8sVs+lyWw/9Sdgl8Jsix3UzmQGDX0uuN24DWQb0Hs/oq+/LwKD6pDkOlbpNS8PszFP8vgGW",
+	"ZdUBb5Xb2FRpTlDhpzpTKudMRk53dUr0XWz9Bjt4RS2JNkoTMeZKr5iNptE8V8zW3TsewaaEhY5Ulq/u",
+	"HectNn/N5/Sq64tpzTb1973V0aZG+y4ouaRsu+m/r0ZQs194anGI59mCV6qzRIX/XSRWhebG4M7FUZqL",
+	"9CqKI5Zll1ZdpkzjqotSp0tmcIBUSdSDXGu0EXCv6KyTyl62fhDyMmWrgokFtlXzS5ZdI2c5Rb3QaqUs",
+	"N6Gh5QulN67hTDPSFOZCc9NYSM2AZAUIbl47Md9mXO4b7L0zzq7AvldCvnBvTLqb1CF6NUgvrV2HWzNj",
+	"1jrpZVkmUGBY/qrVYGuxbeH6RnMSmi+vWV5ywO7ErETgHLDMTB2SzEVuuSZIHMO5BJY9MpCzUqZLAr8Y",
+	"1kuRLmHFrrgBPJ80N8vqlOJywRZ8hSd4oYXSMRDUsQzmWq3AWKbtJYHoAPWro6Ojsxh+/vnnn0cvX46e",
+	"PUM0LKW4gZXIc+FhdIi/ap5zZvglyjMMaKrPno1eKjnCt5sSXBPSYdCD7MQ4svzG9hLzYVIWR9c8tUq3",
+	"2GgPVLiLa2pR7WWba6+UtLkmc0x+16w9rDhytXnmRcZXhbJcphtkHSRzl55bhDI63XNEB6/tEX/sbn/s",
+	"jkgI/AJuJJyKkvyHeTR916CskPb0ONp2RsSNNshDI2TCaGv27/fc6AoPb+NozcViad1K5qzMLTHW1l73",
+	"uErCvnf2GQkY08bFYc+t2b3nd2DZdfAD7YdkxEEPAzI3Qt/cviEk2d7gr9wJ65EG0DrGk72GozE8v2Gp",
+	"zTeo+qE6hYrAAXLBAZmXB9R2fCHPq1emUB8RMYTDAz+50yEGOhlicBqwZ6kNgheHnM14Ttx9Id350gRd",
+	"me1NP7/inhMaJ9wLKvzX3p+FbA26A4vq/mkJ26Q+7yzwKVi0A2taw4V7dXpRJslResU39IFfROOoR7Kl",
+	"svvToIN9H0O42x62+paz3C63eT3YNr/3uP5awuXa9XHsC7ngxr7mhmR4C0hLZ+vxHtBycgiZVkXRdjQJ",
+	"DSIjdxLLyb8T3Ep9GNVSPjoj+Cd3v17Je+/07nrVOE5sv/edWoBBcJFp07xx5qhNl9jVvci7S/Wpphs3",
+	"Sdu/L045NK+9F3WH1rbZ89gh4+oyaKO98vW5lPO+xaOu2p5CNWDf6l9i0zcVd3fMLJnxm0sjfuONdTS2",
+	"dcXRHtpHa9zSQeoZEN82mjZsJO/HuGS2pd/cccL6d/BzD151vRxoqulSohYpJBRaLdDk6LfXdm9oZxfc",
+	"evpoXelvDTPHxwcY2hUNs6Rrk2RlaqlFZY8EY6QQNzzvNUYaDtgO1niHUe/REFw+fQ+t662jxCGTBMFV",
+	"8zmXGdIVGwO5SUiYUbPnEttojvRWku+Aii7SNp55p9Id6nOlI0Vspko7neVMXkXxPVvm+o3vQm+Uvx1u",
+	"iIeaAJ/Hnu6fpPPQ7VTZUlWbUJdNzbLlJqHfw46matQwuyzXtKtkjaEeBZqPNJNXU1SiWeZcHgZ6BoK/",
+	"gylXlwIO/3swEgfLIfwdUmUGLIuBXYohrJQmAxA5hF0m+OskhvF4TK43HBGFxQVVrJCpBZYZbxNm5JeC",
+	"ATkKUP/KOC+4fgrkTr2xl+40gLnQxpK/z63BHVrgng5jWCmDS0pxrb4ts+7XlqduNAorHC0FdrLx9FrF",
+	"sET+3tma5fNRLuY8JsWzIsAwvFQfhLhaA+ulaq9xpuySPgnZ7HgtZKbWfhZCV+8gjdQcOEuXQI5ApxPj",
+	"UAuuHILDClXm0IqMcnqdYkM0i0GqSmm5N7T5NdebFu1ib6kriXa7TPMy49lwDG+X3FGvYiM3IzKxf1Ge",
+	"k2pf2hgScEEr/J24Tc3nY3jm5Hq6k66exwZHw5baUJlH7MaZR5MkSe60luKozTLb8vHasYfnKC8mg0IZ",
+	"I2b5BphUcrNSpRkS7Z6C0Sms2AZmHNRKWKSi0sB/LVlecTVO+oFWFLsJVhQtqau08xvahEvDuWwhowsz",
+	"bx9w3jHaajtnueFboSsKK8YunhJ2zvnQyamJJBGoECIUEJfjI/K0uhgNeXa8r9U5lD3PkrWw4/ydVwbf",
+	"frr+Vdtkpl3fwQSTvnOIHEx7YiTLzKMt59Q+MJkpOyjJqmTZEL6A5qDwd8jlYAJfgBwGWJQBJUhGCafS",
+	"jed9FMV6Cg4JTQ2FDm9qryraaV1pouFHzTau6+FTP23nqvNI5NfXeJ8wICDRoLYDG465jrNtCAQsNBn8",
+	"1QIzsCoRhcJCAenGs6p7/Ooj1sLCktUDe4lsUMH9MoZv0CIHydckbDi1XkyXfD3CBlVP9F8ckK7IS9M5",
+	"UIYgwwpor917DjNXLOOwXoqc08j0dmMMs9RCXpHb0zhEVZI/IgTEJVJMn/pczXiGKhWiJqpNO8HQbV9A",
+	"wsn9SHgPEJLIbvP+D4VT9BshkuVmpkUGPkLI8mGvgU+67n5GFDa9bIZCe82LXnj6aclChCbPuYYrqdYV",
+	"TNP2M1vF4ZzTeU7sQc8CSUXKibck7gwgiMJAafIZGeQsQq0OL0ydQwR/AuN5uGCLOpbkZLDhGg+tFlzF",
+	"kHEaFeey4FUcm9zpLvp4xQuSD0dRMxzDuZvfiOZH86eoNjJMOKuFhQGOSl86E34KLPC2V63UmuygOTKt",
+	"JSd8gSiToY0+3nZf3RczuNebu2I3zTdOj3u02uAzb3R2nJyd9in1nXdv79SRd1n7tTayt4lehyp73GcE",
+	"TpeB+bcTGGjf1qyxcVKtY7dh7lxMS62R6SSK9kyVeqlU5vVHEpEpoVvFCUo3sC5VeeYQeBgHBqiQrWZ8",
+	"YmiPX0bI1GncLnKOk/O2eP/hfL/PQ/L1fSQIJ4GhyX9GjJ760Ls7OiheRJq278mdur1qR8f66vpVGpzS",
+	"Z441ore9q0b1lpCJ1XrUI683hUiYO++FRtsJButGBHu4LY9Nq2t7yD6bzJ0+lUbRNvaCZhbAwdtFLDO9",
+	"J8vW+UF03Z5HS8npTGBLiRqgJtneKQ/XgcOH+03GiJXImfZ+vPaMnikcjpwszYPikam0Vze56iTeZ8iu",
+	"Z7geP1Ambm9YLwu5t17YPj/OjiyIh6QJ/PGxfb+Cz+RcrdB4L1huUq8HmO9DrX3dq24ufYsn1+0LOVc9",
+	"p8xS5JnmHxuK2WqZ8+vWk6Ypw7QHhG1eoSyyyxWytt6fsDtSRXZ7isnuu5/ErllYjO9wJ2F7fXJ7UKiD",
+	"xJQ2SA+nkAQDK1VMG9QQC62swr5cE+87mlN2lJLcPHW/mzqdq/OG0900NyJDiz9VGTf9rs+KSO0JXriZ",
+	"j/HNi6hPsa6t1AeCUpvevYTGY/88TXnhk1E7GmDjSY9awI3x6ed373vVzfs+Hc7wtETgfIPc58adcaa5",
+	"Pi9tT5rXuQyJn7AQ11xW2Vh1khuMRqwQI2yiNHz74vXl+asXl/98/vObMZzna7bBM4ejKjYgt/UV37ht",
+	"TJWci0WpeTZE+6zKqAtxpxjqHHcXWW6n2z0N/c423ovmfHJcZoUS0mXpFhUfzahHH2aJ4UAVXLJCjDds",
+	"lTe+/mKUS2g7yFRqKk97lSVeoiXvlo3az4iVdgmD+iNOkI5Rkm/aRKJvO1XTJVcKj2ZtmlcK8Ig1zEB3",
+	"Umd+HmYMLgYKgVo056DAuXREu+QXcim4ZjpdipTlEJK3Qhan7CSsOqMqJKeSdxGHRbNPxhfS+yV17Zfz",
+	"5jnp1wy+YouRmo9eciZd5h6iAQW+xhfyudZKu53flbANg11pusPxhbyQyKO4XtdgesfmeKY1MPiwRIUP",
+	"nzcY9Z8fQOkL2WRWn7nqahHItMxWQlbMZBopn30MGl/IDnsOiT3hA05aafGbn/NXxA3wzw9jeM3Jfas5",
+	"IPNBKXNumt7uC1kv6EOD3T5s8dvUIamTgor/cXwDjKTXycKFrIUBBgdLitD/FoeCBk8DLyNgUs0KDoMg",
+	"NEOvwgkDDY69kIO7ZCl2gkQG9loruaDpiLrWg5Z3nExA+QVcyLCC2BGm5Qgfw08+a5b2l95wiaLCUHPi",
+	"FMr4N1PnhA8INlCNpPVGgu4V3wzJQcFaee8XcoBUr/LsP8QQvs9KbewH58qjxPfgYgjpvceHZ37fGgm8",
+	"H8YX8ifyYTV4lhwjIa16w23ckzVNOnqV7ow8EQ7IC9mT8ByDsM1E4/6ZXMi3zqOKWgsJMoiscu6YDbKK",
+	"FSmslc4z/JkkKeMr9YH4wAkWNvtwIQcOB8pkPI5dUII+hSisgbTwj0Is1uDnZDweulyekOP+7YvX8P/+",
+	"z/+Fb5uwFdIK4HVAw6gRRI4m42ScUCKL47toGh2Nk/ERGgfMLumQIybEDwtOhzsevCSRL7JoGv2D22f4",
+	"vFP+dZgknTICNIUPlnaVtyvTXFLO/3j2w9dvf371HLCBT8+RUTPtvnty9xZhILtqPueakjkKX2l1nEx2",
+	"aZLVnOvU/Tg6Pjy7v32zOKapHUTTd+/jyJSrFdMbmpYwNK/GbIEEZlmumCRoYrOcw7dvX37n/HQDqYDf",
+	"WK4ly4EZw61xnky2MKimVBtgovc4dACjnXv0rX9+7x41z5CeEo8QFI/U1f41ET6XqWfHznNx/a/foO9Q",
+	"OcPTg7D9Tjo3Ek166fzSP99PFqo4Vy0MfwMnBEJfujyqBSsXpImEHyYPFYswp381mV9pteJ2yUtTHZKD",
+	"Hwou3/Kcr6jIhN8USlvvSdm5B80D8i5QelPw9H+9+eH7T2b6oGn+ITB727OXlcnRC3FIM4ITlZYrH4T9",
+	"9wO4QZjm0TgZItzhVuy1r6gH3bevP5+//O5h+xp6/WtfP9++xoD7MIxxe2elyC3aSE0b9879dmrzzp1+",
+	"7R5/thPLpcN9hkPrdejoj9+cODpJju5/p1m5edeG4sxFfdI9Jf3WRbDZVm0iqqkuaNxSqO/c0oZ9Ry4a",
+	"ZXrc/28spRwEe8sKu2ml21LUSEkOg+MkAcmCX76d0hfqdlzOZMZvcMrWVZ1X8YIQr6K1xWAUKvcpkzDj",
+	"laGehWsgXCjmxrZSMqn+osWXr5Sxz+vsXm9ZfKVc7uh+jEnUkXx9Tv6qeoPOKZhQ5TfgHCgE5xaEc6MI",
+	"alW81CwnQFhiecnb1V3vGsHROvshmkaHyeHpaHI4SiZvJ4fTJJkmyf9u1M5GLLVeNxO4ajbyUx9NohAJ",
+	"JZ9cjlQiapmlQrM+p3AKcQ+zXBdaqXntv2FZdPu+UWC5V9lZo5Dttu2xs7rkt58CEe2dqAjYzIJPmgnr",
+	"kzr9PPHp5IcPWE4r974HW0g2MgcuycPA5aFglDx5WPvJ0QPbn/wJ4PgwGj0cTPGdx/e/03fVSQeI267i",
+	"d+9vW8j8Y2G4tiFHmTIgg2tywPJ8pPTIl/S2dGNB7LQNvge/o7jdHvwustuD4LdsWi09MWCXEDegYiRN",
+	"ObCUWEce+YDPlQs0OEY3sQ9QgFUUixiCXVJaS6E55ae4ckkCee8xJbRupdu5sIHzwnZsYp+JB8+duAZH",
+	"zhToKpHmkkvD9UE5qZe7Dd3/4LYqsojat/a869/iuslB42Kd23jP1i+eRbjPn6bB1HFJQmK6R8ijKSUy",
+	"bAcQo+tJXWyBS/OxqGimOZvnqgTD0iXTVeHYNGU2ccVj09mkisNQMpaLBUXJeHIS1RGeZHx6hGQIPS9V",
+	"ueZmySUUWmjFjL2380nd+WR8Mml1fnLc7Py7w+nkrH7xsH7xcEwPGrOi2sZ9wbhbcNODyDXD/CmgfPwf",
+	"AJq3bSMiyP8j041xVHDiwYcgoZF761GuCuPcA3Q+s2EnzH2tjJB8JBGHm8EfBDemF9xeUrB0kDXTGqu5",
+	"q7UEfD7cB4xYdsAmj8OM/mej+y9ZdlEmyeHp1ZdHMPC5yh41HtUe5RnPFaWVuJSk0iVRbtvCfsl/FpjF",
+	"TV8Vy8KFYi5Bs75RrF5u9BEXiTUHOeof4arVb5Vdffiw5Oo/BZt9HsM734SdJFWayjQZnx21VOM4tDrd",
+	"q9XjSavVYVvN7j0X9kbHbr5Mn7bqmlSS9BdEfhREft8DSMxDEkFO0Jz81T5V+pe7Xu0+qKyqR/rN8fOi",
+	"4DLryVYHikvByAVjqDAAFTRjdZnaUnPg2cLdqlG1qUvSx+Oxs9CpL1gvFYXIekqE0YAPRT1CQm15+dGo",
+	"DZr1Y3hexZNJyWSaQ3UJoLtMiVIjNGfWJYj2WO6hGPfj7XZ3B0zLbv/RYTT4WgeWAZs8fhqSO+l7bT9T",
+	"uZGpaAVpcdQ23v2GvatutXDCPnncNqO9Zc6vW6a5v5ZiJxxhz5PHp8cnZ8lxkjQrdty6EFyaw6bFUd1J",
+	"VRjaM/hhZ/COx6A5b5zDLgdEhdH15TgPcxi07or4Q9wFFQPc7y5IanfBoXcXHP3lLvjLXfCJ7gKH2S13",
+	"gYfstrMgBhFutrE+00taENmdTgR3490uJfrcp0YcJonT1x2WUwVM05NKRau1U7mRtb+lxFLp/2eI0tV3",
+	"BExIEaxjte4Zy4x/ZCwvTDQ99VX6l7kyKKEn45MnBMSXjQR1VqaoXB0fuie+6ek4Oa7vDPCljI1bAlrw",
+	"djQ9Pp0mTwjeqlsBfM3QxylnzdsS+kK+RHbvy/3Twkgtm49ql+TCccAjA36dce1dp5wbPOP9RjV50vFg",
+	"myVdZthuRYYyRE3txne858etEqQ61cKU+mXWrKBaUCGBWbUSKcvzzVMoVJ5Xth11N4bj5MyHRVjPlQ2g",
+	"tPdsveaZMGBSlvORKm3s7jcM1yGS/iIMqS9UYOyvOczpOkJvF/r8vjoC4p76auaQ0uRzoGYq22xLF9Fk",
+	"h3wdPky+6gxbx+1VTm3F0664h2d9hKuuTkN9KPD83uzeTv7tSySpnn3M0Xb2H2JR7Ht8vNViseCazo/e",
+	"i0juEMUQNtsth8/RPDF1leOgigdnFRpUJgzl5ynJAVdYWldzFgoGTX/BWdy9TAFBpFmoOd2jiFIYn+XH",
+	"M7BKxS4jq6rliSFX6spAWdA8+pJzTTDLWBZ82iRCXlj9xV8uJ3jkKmm5u/HLpWGG+qnYJVpWlVeQMq1D",
+	"L3cUsne9Z8I6A9G066W2QSFUHn5dV419ij1U5TN3Y5nXwghLwVwEJ9oAJH1c1xcqR8B5vnFbjozgi7tI",
+	"yW7ZRd3rEO63j5rmiJ/M6PjwI2yi91TGf1RXDt/TJQoL5X3/6Ns3ZE8VcNRODg8uvjomUl0A29njtp0Y",
+	"7klweNwzwW377wG2R/cOlz/ElGrxTr3TjcLXym92+rj2dR2ND3d4xM6ajSbHXYdYswTWH2M9LrLu7t09",
+	"saOGq+54nBz2Rl6M5QutWA5LwTOtSmP56mHhl6NWnOOoFSAxS8UWYqVyQPxBtnhY9OWoHUQ5mdy+3+GW",
+	"bGzC8Z+10Pd37aJXo3u38SN4fbezs4GW/45uzr/s84e6XasNrdDYaQ0xMH+JEOGyu5a1Ltrxx9A9Xlcn",
+	"GQe/0/+3O63pr7Ra+z/VsR1bRzWGBGSUhHIg1FF8wD20j52i5Ks4QfO5kByEHQPawtu3ObGsTpgqZea1",
+	"JOr/jsiWX08ynvSa8G99/V4nCtVX4MgMtAsJY+DjxRguosl48thdyVnHmJLxjj+bEyoGd//ZmoJZyzW+",
+	"+d/vktHZ+y8uLsbuw3/1XMT2yaGguo72XTQZ45kwGU+e0H+Hp/Tf8Un0vqqcjVLFfiF4lLBSzKoSFfCb",
+	"FlQeBqhMWlDZrZWtj8ioH7UPT6IuhDo/yVkrvv8Ae6wqJ+7LZaUe/woFfQwm/SC7ej3dSz7jeRzKfl0R",
+	"dVxJfOzknIIlTng9Y+xEqI6piHzSYy26UknirlLnvvRyenCQq5TlS2Xs9EnyJCFm8qNs3XHtkppaRZbM",
+	"eS6dDv/U3SFHpX6sKpYdN/42lnNNUkyi/zBGOIu3TCEcqRvmb3RbU2O75y3fFXXWYyc3+gt/I6Tb1ytf",
+	"OBvKHaoKwE5S9VNvmDpCdGjQSLK9fX/7/wMAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

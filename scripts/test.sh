@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# The project's test command (README, .ci/run): vet, then every package's tests.
+# The project's test command (README, .ci/run): vet, the generated clients' freshness, every
+# package's tests, the TypeScript client's test against a live server (skipped without node), and the
+# container path (skipped without a container engine, or with HIR_SKIP_CONTAINERS=1).
 # Tests that use Redis need one at ${HIR_REDIS_ADDR:-127.0.0.1:6379}; start one when none answers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,6 +28,7 @@ fi
 
 go build ./...
 go vet ./...
+bash scripts/check-generated.sh
 go test -count=1 -timeout 20m "$@" ./...
 # A bounded fuzz run of the decoders of untrusted input: HIR_FUZZTIME per
 # target (default 5s; 10 targets, 50 s of fuzzing plus the instrumented
@@ -44,3 +47,5 @@ if [[ "$fuzztime" != "0" && "$fuzztime" != "0s" ]]; then
 	done
 fi
 [ "${HIR_SKIP_REST_EVAL:-}" = 1 ] || scripts/rest-eval-check.sh # the served path vs the evaluated one (~2 min)
+bash scripts/ts-client-test.sh
+bash scripts/container-test.sh

@@ -266,11 +266,16 @@ var writeRoutes = map[string]bool{
 	"POST /v1/model/train": true,
 }
 
-// openRoutes never need a key: probes and the metrics scrape.
+// openRoutes never need a key: probes, the metrics scrape and the API
+// description.
 var openRoutes = map[string]bool{
 	"GET /healthz": true,
 	"GET /readyz":  true,
 	"GET /metrics": true,
+	// The API description.
+	"GET /openapi.yaml": true,
+	"GET /openapi.json": true,
+	"GET /docs":         true,
 }
 
 // auth enforces bearer API keys on write and admin endpoints, and on reads

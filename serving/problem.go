@@ -228,8 +228,9 @@ func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error)
 	switch {
 	case status == http.StatusTooManyRequests:
 		w.Header().Set("Retry-After", "1")
-	case errors.Is(err, eventlog.ErrFailed), errors.Is(err, ErrShuttingDown), errors.Is(err, ErrClusterUnavailable):
-		w.Header().Set("Retry-After", "5")
+	case errors.Is(err, eventlog.ErrFailed), errors.Is(err, ErrClusterUnavailable),
+		status == http.StatusServiceUnavailable && !errors.Is(err, ErrNoTrainer):
+		w.Header().Set("Retry-After", "5") // writes failing, no model yet, draining, or over time: retrying may help
 	}
 	if status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="hir"`)

@@ -33,10 +33,13 @@ type demoConfig struct {
 	train model.TrainConfig
 	// maxClockSkew: see serveConfig.
 	maxClockSkew time.Duration
+	// prepare stops after the first model is trained, without serving
+	// (a container's init step); it needs data.
+	prepare bool
 }
 
 func runDemo(ctx context.Context, e *env, args []string) error {
-	fs := newFlags(e, "demo", "[--addr 127.0.0.1:8080] [--data DIR] [--users N] [--ads M] [--steps S]")
+	fs := newFlags(e, "demo", "[--addr 127.0.0.1:8080] [--data DIR] [--users N] [--ads M] [--steps S] [--prepare]")
 	cfg := demoConfig{}
 	fs.StringVar(&cfg.addr, "addr", defaultAddr, "listen address (loopback by default; 127.0.0.1:0 picks a free port, \":8080\" listens on every interface)")
 	fs.DurationVar(&cfg.maxClockSkew, "max-clock-skew", serving.DefaultMaxClockSkew, "refuse events dated more than this ahead of the server clock (negative: no limit)")
@@ -45,10 +48,16 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 	fs.IntVar(&cfg.synth.Ads, "ads", 5000, "synthetic ads")
 	fs.Uint64Var(&cfg.synth.Seed, "seed", 1, "world and training seed")
 	fs.IntVar(&cfg.train.Steps, "steps", 50, "training steps of the first model (50 steps of 64 events: about a minute on 2 cores)")
+	fs.BoolVar(&cfg.prepare, "prepare", false, "synthesise, import and train into --data, then exit without serving (an init step; needs --data)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
+	if cfg.prepare && cfg.data == "" {
+		fmt.Fprintln(e.stderr, "--prepare needs --data")
+		return errUsage
+	}
 	cfg.train.Seed = cfg.synth.Seed
+	stopWithGoRun(ctx, e.logger)
 	return demo(ctx, e, cfg)
 }
 
@@ -102,6 +111,10 @@ func demo(ctx context.Context, e *env, cfg demoConfig) error {
 			return fmt.Errorf("train first model: %w", err)
 		}
 		e.logger.Info("trained", "version", ck.Version, "elapsed", time.Since(start).Round(time.Millisecond))
+	}
+	if cfg.prepare {
+		e.logger.Info("prepared; serve it with `hir serve --data DIR`", "dir", dir)
+		return nil
 	}
 	return serve(ctx, e, serveConfig{
 		dataDir: dir, addr: cfg.addr, apiKeys: []string{key}, train: cfg.train, maxClockSkew: cfg.maxClockSkew,

@@ -273,6 +273,8 @@ func TestDemo(t *testing.T) {
 		}
 	})
 
+	t.Run("spec examples", func(t *testing.T) { checkSpecExamples(t, base, printedKey(out)) })
+
 	cancel()
 	select {
 	case err := <-done:

@@ -44,6 +44,7 @@ func commands() []command {
 		{"bench", "load-test a running server with retrieve requests (queries/s, p50/p99)", runBench},
 		{"log", "check or repair a data directory's event log (hir log check|repair --data DIR)", runLog},
 		{"eval", "evaluate our model and the baselines offline (chrono, replay, truth)", runEval},
+		{"healthcheck", "exit 0 when a server's /readyz answers 200 (the container health check)", runHealthcheck},
 	}
 }
 
@@ -85,9 +86,9 @@ var errUsage = errors.New("usage")
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "hir: hierarchical interest retrieval for ads\n\nUsage: hir <command> [flags]\n\nCommands:")
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-11s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintln(w, "  help     list the commands\n\nRun `hir <command> -h` for a command's flags.")
+	fmt.Fprintln(w, "  help        list the commands\n\nRun `hir <command> -h` for a command's flags.")
 }
 
 // newFlags returns a flag set that reports errors instead of exiting.

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Regenerates both clients from openapi.yaml: the Go types, chi server interface and client
+# (api/api.gen.go, `go generate ./api`) and the TypeScript client's types
+# (clients/typescript/src/schema.ts, openapi-typescript; needs node and npm).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+go generate ./api
+echo "generated api/api.gen.go"
+if ! command -v npm >/dev/null; then
+	echo "generate.sh: npm is not installed: clients/typescript/src/schema.ts NOT regenerated" >&2
+	exit 1
+fi
+cd clients/typescript
+if [[ ! node_modules/.package-lock.json -nt package-lock.json ]]; then
+	npm ci --no-audit --no-fund >/dev/null
+fi
+npm run --silent generate
+echo "generated clients/typescript/src/schema.ts"
