@@ -84,8 +84,28 @@ describe("HIR TypeScript client", { skip: url ? false : "HIR_URL is not set (see
     assert.ok(data.candidates.some((c) => c.id === adId), `the ad ingested above (${adId}, campaign cp3) is a candidate`);
   });
 
-  test("unknown user is a 404 problem", async () => {
-    const { error, response } = await hir.POST("/v1/retrieve", { body: { user: { type: "user", id: "nobody-here" } } });
+  test("a never-seen user gets new-user candidates, from an inline profile", async () => {
+    const { data, error } = await hir.POST("/v1/retrieve", {
+      body: {
+        user: { type: "user", id: "nobody-here" },
+        k: 5,
+        explain: true,
+        user_content: { text: "running shoes", attrs: { geo: "fr", device: "mobile" } },
+      },
+    });
+    assert.equal(error, undefined, JSON.stringify(error));
+    assert.equal(data?.fresh_user, true);
+    assert.equal(data?.new_user, true);
+    assert.equal(data?.candidates.length, 5);
+    const c = data!.candidates[0]!;
+    const parts = c.parts!;
+    assert.ok(Math.abs(parts.similarity + parts.prior + parts.coengagement - c.score) < 1e-4, "score is the sum of its parts");
+  });
+
+  test("an unknown entity is a 404 problem", async () => {
+    const { error, response } = await hir.GET("/v1/entities/{type}/{id}/interests", {
+      params: { path: { type: "user", id: "nobody-here" } },
+    });
     assert.equal(response.status, 404);
     assert.equal(error?.title, "Not found");
     assert.equal(response.headers.get("content-type"), "application/problem+json");
