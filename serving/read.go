@@ -247,8 +247,10 @@ func (s *Server) retrieveResponse(res *retrieval.Response, explain bool) api.Ret
 			}
 			ac.Tokens = &toks
 			ac.Parts = &api.ScoreParts{Similarity: c.Parts.Similarity, Prior: c.Parts.Prior, Coengagement: c.Parts.Boost}
-			km := c.KeywordMatch
-			ac.KeywordMatch = &km
+			if c.KeywordMatch { // only with a query
+				km := true
+				ac.KeywordMatch = &km
+			}
 		}
 		out.Candidates = append(out.Candidates, ac)
 	}
