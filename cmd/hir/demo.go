@@ -44,10 +44,10 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 	fs.StringVar(&cfg.addr, "addr", defaultAddr, "listen address (loopback by default; 127.0.0.1:0 picks a free port, \":8080\" listens on every interface)")
 	fs.DurationVar(&cfg.maxClockSkew, "max-clock-skew", serving.DefaultMaxClockSkew, "refuse events dated more than this ahead of the server clock (negative: no limit)")
 	fs.StringVar(&cfg.data, "data", "", "data directory; reused when it already holds a model (default: a temporary directory removed at exit)")
-	fs.IntVar(&cfg.synth.Users, "users", 2000, "synthetic users")
-	fs.IntVar(&cfg.synth.Ads, "ads", 5000, "synthetic ads")
+	fs.IntVar(&cfg.synth.Users, "users", 500, "synthetic users (--users 2000 --ads 5000 --steps 50 for a bigger world and a better first model)")
+	fs.IntVar(&cfg.synth.Ads, "ads", 1000, "synthetic ads")
 	fs.Uint64Var(&cfg.synth.Seed, "seed", 1, "world and training seed")
-	fs.IntVar(&cfg.train.Steps, "steps", 50, "training steps of the first model (50 steps of 64 events: about a minute on 2 cores)")
+	fs.IntVar(&cfg.train.Steps, "steps", 10, "training steps of the first model (sized with the world so that the demo serves within about 70 s on 2 cores)")
 	fs.BoolVar(&cfg.prepare, "prepare", false, "synthesise, import and train into --data, then exit without serving (an init step; needs --data)")
 	if err := parse(fs, args); err != nil {
 		return err
