@@ -135,7 +135,7 @@ type userContext struct {
 }
 
 // userContext computes the user's context for req as of asOf.
-func (e *Engine) userContext(s *Served, req *Request, asOf int64) (*userContext, error) {
+func (e *Engine) userContext(s *Served, req *Request, asOf int64) *userContext {
 	uc := &userContext{asOf: asOf, ref: graph.Ref{Type: graph.NodeUser, ID: anonymousID}}
 	if req.User != nil {
 		uc.ref = *req.User
@@ -169,7 +169,7 @@ func (e *Engine) userContext(s *Served, req *Request, asOf int64) (*userContext,
 	}
 	uc.events = len(req.ContextEvents)
 	if !uc.known {
-		return uc, nil
+		return uc
 	}
 	genAsOf := s.Gen.AsOf
 	stored := 0
@@ -193,11 +193,12 @@ func (e *Engine) userContext(s *Served, req *Request, asOf int64) (*userContext,
 		return true
 	})
 	uc.events += stored
-	return uc, nil
+	return uc
 }
 
-// validate checks a request's fields.
-func (req *Request) validate() error {
+// Validate checks a request's fields; Retrieve answers an invalid one
+// with an error wrapping ErrBadRequest.
+func (req *Request) Validate() error {
 	switch {
 	case req.K < 1 || req.K > MaxK:
 		return fmt.Errorf("%w: k: %d is out of range 1..%d", ErrBadRequest, req.K, MaxK)
@@ -225,7 +226,7 @@ func (req *Request) validate() error {
 // one retrieval path: POST /v1/retrieve and the offline evaluation both call
 // it. Safe for concurrent use.
 func (e *Engine) Retrieve(ctx context.Context, req Request) (*Response, error) {
-	if err := req.validate(); err != nil {
+	if err := req.Validate(); err != nil {
 		return nil, err
 	}
 	s := e.cur.Load()
@@ -262,9 +263,7 @@ func (e *Engine) Retrieve(ctx context.Context, req Request) (*Response, error) {
 	fresh := false
 	var err error
 	if req.User != nil || len(req.ContextEvents) > 0 {
-		if uc, err = e.userContext(s, &req, asOf); err != nil {
-			return nil, err
-		}
+		uc = e.userContext(s, &req, asOf)
 		vec, fresh, err = e.userVector(ctx, s, &req, uc)
 		if err != nil {
 			return nil, err

@@ -81,15 +81,9 @@ func decodeRetrieve(body []byte, defaults rank.Weights) (*retrieveParams, error)
 		if err := json.Unmarshal(raw.User, &ref); err != nil {
 			return nil, fmt.Errorf("user: %w", err)
 		}
-		if ref.Type != graph.NodeUser {
-			return nil, badRequestf("user: type %s: candidates are retrieved for users; GET /v1/entities/{type}/{id}/similar?target_type=ad finds ads near other entities", ref.Type)
-		}
 		req.User = &ref
 	}
 	if raw.K != nil {
-		if *raw.K < 1 || *raw.K > MaxK {
-			return nil, badRequestf("k: %d is out of range 1..%d", *raw.K, MaxK)
-		}
 		req.K = *raw.K
 	}
 	if raw.ExcludeSeen != nil {
@@ -152,8 +146,8 @@ func decodeRetrieve(body []byte, defaults rank.Weights) (*retrieveParams, error)
 		}
 		req.ContextEvents = append(req.ContextEvents, ev)
 	}
-	if req.User == nil && len(req.ContextEvents) == 0 && req.Query == "" {
-		return nil, badRequestf("give a user, context_events or a query")
+	if err := req.Validate(); err != nil { // k, the user's type, something to go on
+		return nil, err
 	}
 	return p, nil
 }
