@@ -23,6 +23,12 @@ const (
 	FileMetrics    = "metrics.json"    // TrainMetrics
 	modelsDir      = "models"
 	weightsMagic   = "hir-weights-v1"
+
+	// tmpPrefix names a version directory being written and
+	// candidatePrefix a candidate written but not yet accepted; neither is
+	// a version ([CleanStale] removes what a crash leaves of them).
+	tmpPrefix       = ".tmp-"
+	candidatePrefix = ".candidate-"
 )
 
 // CheckpointConfig is the self-description stored in config.json.
@@ -87,6 +93,9 @@ func saveVariables(ctx *context.Context, path string, keep func(scope string) bo
 				err = v.t.GobSerialize(enc)
 			}
 		}
+	}
+	if err == nil {
+		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
@@ -178,7 +187,17 @@ func writeJSON(path string, v any) error {
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", filepath.Base(path), err)
 	}
-	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err == nil {
+		_, err = f.Write(append(b, '\n'))
+		if serr := f.Sync(); err == nil {
+			err = serr
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
 		return fmt.Errorf("write %s: %w", filepath.Base(path), err)
 	}
 	return nil

@@ -62,6 +62,10 @@ type TrainConfig struct {
 	SnapshotEvery int  `json:"snapshot_every,omitempty"`
 	Synchronous   bool `json:"synchronous"` // sample on the training goroutine (benchmark baseline)
 	Resume        bool `json:"resume"`      // continue from the latest version in the data dir
+	// Candidate writes the final version as a candidate that [Accept]
+	// publishes or [Discard] removes (a round that validates before it
+	// serves); until accepted, LatestVersionDir and Resume ignore it.
+	Candidate bool `json:"-"`
 
 	// Logger receives diagnostics; nil discards them.
 	Logger *slog.Logger `json:"-"`
@@ -127,7 +131,7 @@ type trainer struct {
 }
 
 // Train trains the encoder on the events of store and writes a new version
-// DIR/models/vN under dataDir. Progress goes to logw: a progress bar when it is
+// DIR/models/vN under dataDir (a candidate with cfg.Candidate). Progress goes to logw: a progress bar when it is
 // a terminal, JSON lines (StepMetrics) otherwise. With cfg.Resume it continues
 // from the latest version's weights and optimizer state. Cancelling ctx stops
 // training between steps and returns ctx.Err() without writing a version.
@@ -135,6 +139,9 @@ func Train(ctx gocontext.Context, store *graph.Store, cfg TrainConfig, dataDir s
 	cfg = cfg.WithDefaults()
 	if err := cfg.Model.Validate(); err != nil {
 		return nil, err
+	}
+	if cfg.Candidate && cfg.SnapshotEvery > 0 {
+		return nil, fmt.Errorf("%w: a candidate round writes no intermediate snapshots", ErrBadConfig)
 	}
 	if logw == nil {
 		logw = io.Discard

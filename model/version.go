@@ -7,12 +7,18 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 )
 
-// writeVersion saves the context as the next version under dataDir.
+// writeVersion saves the context as the next version under dataDir:
+// DIR/models/vN, or with cfg.Candidate the candidate directory
+// DIR/models/.candidate-vN that [Accept] publishes as vN and [Discard]
+// removes. Every file and the directory are synced before the rename that
+// publishes them, so a crash leaves either the whole version or a
+// temporary directory that [CleanStale] removes.
 func writeVersion(mctx *context.Context, cfg TrainConfig, dataDir string, metrics TrainMetrics) (*Checkpoint, error) {
 	vs, err := listVersions(dataDir)
 	if err != nil {
@@ -28,7 +34,7 @@ func writeVersion(mctx *context.Context, cfg TrainConfig, dataDir string, metric
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return nil, fmt.Errorf("create models dir: %w", err)
 	}
-	tmp, err := os.MkdirTemp(root, ".tmp-"+version+"-")
+	tmp, err := os.MkdirTemp(root, tmpPrefix+version+"-")
 	if err != nil {
 		return nil, fmt.Errorf("create version dir: %w", err)
 	}
@@ -52,11 +58,153 @@ func writeVersion(mctx *context.Context, cfg TrainConfig, dataDir string, metric
 	if err := writeJSON(filepath.Join(tmp, FileConfig), CheckpointConfig{Version: version, Model: cfg.Model, Train: cfg}); err != nil {
 		return nil, err
 	}
+	if err := syncDir(tmp); err != nil {
+		return nil, err
+	}
 	dir := filepath.Join(root, version)
+	if cfg.Candidate {
+		dir = filepath.Join(root, candidatePrefix+version)
+		if err := os.RemoveAll(dir); err != nil { // a candidate left by a crash
+			return nil, fmt.Errorf("publish candidate %s: %w", version, err)
+		}
+	}
 	if err := os.Rename(tmp, dir); err != nil {
 		return nil, fmt.Errorf("publish %s: %w", version, err)
 	}
+	if err := syncDir(root); err != nil {
+		return nil, err
+	}
 	return &Checkpoint{Version: version, Dir: dir, Metrics: metrics}, nil
+}
+
+// Accept publishes the candidate version c (written by [Train] with
+// TrainConfig.Candidate) as DIR/models/vN, the version [LatestVersionDir]
+// and the next resumed training find, and updates c.Dir. It fails when vN
+// exists (another process published that version meanwhile).
+func Accept(c *Checkpoint) error {
+	root := filepath.Dir(c.Dir)
+	if filepath.Base(c.Dir) != candidatePrefix+c.Version {
+		return fmt.Errorf("accept %s: %s is not a candidate directory", c.Version, c.Dir)
+	}
+	dir := filepath.Join(root, c.Version)
+	if _, err := os.Stat(dir); err == nil {
+		return fmt.Errorf("accept %s: %s exists", c.Version, dir)
+	}
+	if err := os.Rename(c.Dir, dir); err != nil {
+		return fmt.Errorf("accept %s: %w", c.Version, err)
+	}
+	if err := syncDir(root); err != nil {
+		return err
+	}
+	c.Dir = dir
+	return nil
+}
+
+// Discard removes the candidate version c (a rejected or failed round).
+// It refuses to remove a published version.
+func Discard(c *Checkpoint) error {
+	if filepath.Base(c.Dir) != candidatePrefix+c.Version {
+		return fmt.Errorf("discard %s: %s is not a candidate directory", c.Version, c.Dir)
+	}
+	if err := os.RemoveAll(c.Dir); err != nil {
+		return fmt.Errorf("discard %s: %w", c.Version, err)
+	}
+	return nil
+}
+
+// CleanStale removes what an interrupted writer leaves under
+// DIR/models: unfinished version directories, candidates never accepted,
+// and unfinished atomic writes (names containing ".tmp") inside version
+// directories. It returns the paths removed. Run it when no other process
+// writes to the data directory (at start-up).
+func CleanStale(dataDir string) ([]string, error) {
+	root := filepath.Join(dataDir, modelsDir)
+	ents, err := os.ReadDir(root)
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("clean models dir: %w", err)
+	}
+	var removed []string
+	remove := func(path string) error {
+		if err := os.RemoveAll(path); err != nil {
+			return fmt.Errorf("clean models dir: %w", err)
+		}
+		removed = append(removed, path)
+		return nil
+	}
+	for _, e := range ents {
+		path := filepath.Join(root, e.Name())
+		switch {
+		case strings.HasPrefix(e.Name(), tmpPrefix), strings.HasPrefix(e.Name(), candidatePrefix):
+			if err := remove(path); err != nil {
+				return removed, err
+			}
+		case e.IsDir():
+			files, err := os.ReadDir(path)
+			if err != nil {
+				return removed, fmt.Errorf("clean models dir: %w", err)
+			}
+			for _, f := range files {
+				if strings.Contains(f.Name(), ".tmp") {
+					if err := remove(filepath.Join(path, f.Name())); err != nil {
+						return removed, err
+					}
+				}
+			}
+		}
+	}
+	return removed, nil
+}
+
+// Prune removes the oldest published versions under DIR/models so that
+// at most keep remain, never the version directory in serving (which may
+// be empty). keep < 1 keeps every version. It returns the directories
+// removed.
+func Prune(dataDir string, keep int, serving string) ([]string, error) {
+	if keep < 1 {
+		return nil, nil
+	}
+	vs, err := listVersions(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	var removed []string
+	for _, v := range vs[:max(0, len(vs)-keep)] {
+		dir := filepath.Join(dataDir, modelsDir, "v"+strconv.Itoa(v))
+		if serving != "" && sameDir(dir, serving) {
+			continue
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			return removed, fmt.Errorf("prune model versions: %w", err)
+		}
+		removed = append(removed, dir)
+	}
+	return removed, nil
+}
+
+func sameDir(a, b string) bool {
+	sa, errA := os.Stat(a)
+	sb, errB := os.Stat(b)
+	return errA == nil && errB == nil && os.SameFile(sa, sb)
+}
+
+// syncDir fsyncs directory dir, making the entries created or renamed in it
+// durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	return nil
 }
 
 // readPrototypes returns the L2-normalised prototypes of every level.

@@ -46,6 +46,10 @@ type JobOptions struct {
 	Tolerance float64
 	// Log receives model.Train's progress lines; default discard.
 	Log io.Writer
+	// KeepVersions is how many model versions DataDir/models keeps: after
+	// a round is accepted the oldest beyond it are removed, never the one
+	// in serving. 0 keeps every version.
+	KeepVersions int
 }
 
 // NewTrainJob returns the standard training round: train from the latest
@@ -54,7 +58,10 @@ type JobOptions struct {
 // user·item dot products against random items, embeddings taken as of the
 // window's start), reject a candidate that regresses, otherwise build the
 // next snapshot (re-embed, fit, index, catalogue) and persist its files
-// into the new checkpoint directory.
+// into the candidate checkpoint directory. Only then is the candidate
+// accepted as the next version ([model.Accept]), which a restart serves
+// and the next round resumes from; a rejected or failed candidate is
+// discarded. Finally the versions beyond opts.KeepVersions are pruned.
 func NewTrainJob(store *graph.Store, opts JobOptions) TrainJob {
 	opts.Build.applyDefaults()
 	if opts.ValFraction <= 0 || opts.ValFraction >= 1 {
@@ -75,6 +82,7 @@ func NewTrainJob(store *graph.Store, opts JobOptions) TrainJob {
 			return nil, 0, fmt.Errorf("train: %w", model.ErrNoData)
 		}
 		cfg := opts.Train
+		cfg.Candidate = true
 		if _, err := model.LatestVersionDir(opts.DataDir); err == nil {
 			cfg.Resume = true
 		}
@@ -82,54 +90,80 @@ func NewTrainJob(store *graph.Store, opts JobOptions) TrainJob {
 		if err != nil {
 			return nil, 0, fmt.Errorf("train: %w", err)
 		}
-		m, err := model.Load(ckpt.Dir)
+		next, loss, err := validateAndBuild(ctx, store, prev, ckpt, asOf, cfg.Seed, opts)
 		if err != nil {
-			return nil, 0, fmt.Errorf("load trained model: %w", err)
+			// Rejected or failed: the candidate never becomes a version that
+			// a restart would serve or the next round would resume from.
+			return nil, loss, errors.Join(err, model.Discard(ckpt))
 		}
-		loss := math.NaN()
-		if ckpt.Metrics.Last != nil {
-			loss = ckpt.Metrics.Last.Total
+		if err := model.Accept(ckpt); err != nil {
+			return nil, loss, errors.Join(err, model.Discard(ckpt))
 		}
-		val := newValidationSet(store, opts.ValFraction, opts.ValPairs, cfg.Seed)
-		candAUC, err := val.auc(ctx, m, store)
-		if err != nil {
-			return nil, 0, fmt.Errorf("validate candidate: %w", err)
-		}
-		if prev != nil && prev.Gen.Model != nil && !math.IsNaN(candAUC) {
-			prevAUC, err := val.auc(ctx, prev.Gen.Model, store)
-			if err != nil {
-				return nil, 0, fmt.Errorf("validate serving model: %w", err)
-			}
-			if !math.IsNaN(prevAUC) && candAUC < prevAUC-opts.Tolerance {
-				return nil, loss, fmt.Errorf("%w: %s AUC %.4f < %s AUC %.4f - %.3f", ErrRegressed,
-					m.Version(), candAUC, prev.Gen.Version, prevAUC, opts.Tolerance)
-			}
-		}
-		build := opts.Build
-		build.PersistDir = ckpt.Dir
-		next, err := Build(ctx, m, store, asOf, build)
-		if err != nil {
-			return nil, 0, err
-		}
-		gen := next.Gen
 		if dir, err := filepath.Abs(ckpt.Dir); err == nil {
-			gen.Dir = dir
+			next.Gen.Dir = dir
 		}
-		gen.Metrics["train_loss"] = loss
-		gen.Metrics["val_window_auc"] = candAUC
-		gen.Metrics["steps"] = float64(ckpt.Metrics.Steps)
-		gen.Metrics["train_events"] = float64(ckpt.Metrics.TrainEvents)
-		if v := ckpt.Metrics.Validation; v != nil {
-			gen.Metrics["val_loss"] = v.Total
-			gen.Metrics["val_engagement_auc"] = v.AUC
+		serving := ""
+		if prev != nil {
+			serving = prev.Gen.Dir
 		}
-		for k, v := range gen.Metrics {
-			if math.IsNaN(v) || math.IsInf(v, 0) {
-				delete(gen.Metrics, k) // JSON cannot carry them
-			}
+		if removed, err := model.Prune(opts.DataDir, opts.KeepVersions, serving); err != nil {
+			opts.Build.Logger.Warn("prune model versions", "err", err)
+		} else if len(removed) > 0 {
+			opts.Build.Logger.Info("pruned model versions", "removed", len(removed), "keep", opts.KeepVersions)
 		}
 		return next, loss, nil
 	}
+}
+
+// validateAndBuild scores candidate ckpt against the serving state prev on
+// the validation window and, unless it regressed, builds its generation
+// (persisting the snapshot files into ckpt.Dir).
+func validateAndBuild(ctx context.Context, store *graph.Store, prev *Served, ckpt *model.Checkpoint, asOf int64,
+	seed uint64, opts JobOptions) (*Served, float64, error) {
+	m, err := model.Load(ckpt.Dir)
+	if err != nil {
+		return nil, 0, fmt.Errorf("load trained model: %w", err)
+	}
+	loss := math.NaN()
+	if ckpt.Metrics.Last != nil {
+		loss = ckpt.Metrics.Last.Total
+	}
+	val := newValidationSet(store, opts.ValFraction, opts.ValPairs, seed)
+	candAUC, err := val.auc(ctx, m, store)
+	if err != nil {
+		return nil, 0, fmt.Errorf("validate candidate: %w", err)
+	}
+	if prev != nil && prev.Gen.Model != nil && !math.IsNaN(candAUC) {
+		prevAUC, err := val.auc(ctx, prev.Gen.Model, store)
+		if err != nil {
+			return nil, 0, fmt.Errorf("validate serving model: %w", err)
+		}
+		if !math.IsNaN(prevAUC) && candAUC < prevAUC-opts.Tolerance {
+			return nil, loss, fmt.Errorf("%w: %s AUC %.4f < %s AUC %.4f - %.3f", ErrRegressed,
+				m.Version(), candAUC, prev.Gen.Version, prevAUC, opts.Tolerance)
+		}
+	}
+	build := opts.Build
+	build.PersistDir = ckpt.Dir
+	next, err := Build(ctx, m, store, asOf, build)
+	if err != nil {
+		return nil, 0, err
+	}
+	gen := next.Gen
+	gen.Metrics["train_loss"] = loss
+	gen.Metrics["val_window_auc"] = candAUC
+	gen.Metrics["steps"] = float64(ckpt.Metrics.Steps)
+	gen.Metrics["train_events"] = float64(ckpt.Metrics.TrainEvents)
+	if v := ckpt.Metrics.Validation; v != nil {
+		gen.Metrics["val_loss"] = v.Total
+		gen.Metrics["val_engagement_auc"] = v.AUC
+	}
+	for k, v := range gen.Metrics {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			delete(gen.Metrics, k) // JSON cannot carry them
+		}
+	}
+	return next, loss, nil
 }
 
 // validationSet is a sample of the latest fraction (by count) of positive

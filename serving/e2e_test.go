@@ -21,6 +21,7 @@ import (
 
 	"github.com/hir-ads/hir/api"
 	"github.com/hir-ads/hir/graph"
+	"github.com/hir-ads/hir/model"
 	"github.com/hir-ads/hir/retrieval"
 )
 
@@ -673,9 +674,27 @@ func TestEndToEnd(t *testing.T) {
 	t.Run("regression gate", func(t *testing.T) {
 		job := retrieval.NewTrainJob(env.srv.Store(), retrieval.JobOptions{DataDir: env.dir, Train: tinyTrain(), Tolerance: -1,
 			Build: retrieval.BuildOptions{Quantizer: tinyQuantizer()}, Log: io.Discard})
-		_, _, err := job(ctx, env.srv.Served())
+		before, err := model.LatestVersionDir(env.dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _, err = job(ctx, env.srv.Served())
 		if !errors.Is(err, retrieval.ErrRegressed) {
 			t.Errorf("job with an impossible bar: err = %v, want retrieval.ErrRegressed", err)
+		}
+		// The rejected candidate is not a version: a restart serves, and the
+		// next round resumes from, the model that passed.
+		if after, err := model.LatestVersionDir(env.dir); err != nil || after != before {
+			t.Errorf("latest version after a rejected round = %s (%v), want %s", after, err, before)
+		}
+		ents, err := os.ReadDir(filepath.Join(env.dir, "models"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), ".") {
+				t.Errorf("models/%s left behind by a rejected round", e.Name())
+			}
 		}
 	})
 }

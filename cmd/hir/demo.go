@@ -118,7 +118,7 @@ func demo(ctx context.Context, e *env, cfg demoConfig) error {
 	}
 	return serve(ctx, e, serveConfig{
 		dataDir: dir, addr: cfg.addr, apiKeys: []string{key}, train: cfg.train, maxClockSkew: cfg.maxClockSkew,
-		prior: defaultPriorFlags(),
+		prior: defaultPriorFlags(), keepModels: defaultKeepModels,
 		ready: func(ctx context.Context, srv *serving.Server, addr net.Addr) {
 			if err := printDemo(ctx, e.stdout, srv, baseURL(addr), key, dir, ex); err != nil {
 				e.logger.Error("print demo calls", "err", err)

@@ -35,6 +35,9 @@ type serveConfig struct {
 	readAuth   bool
 	trainEvery time.Duration // 0: train only on POST /v1/model/train
 	train      model.TrainConfig
+	// keepModels is how many model versions DIR/models keeps after each
+	// accepted training round (0: every version).
+	keepModels int
 	// redis, when set, makes this process one replica of a service sharing
 	// that Redis (serving.Server.JoinCluster); replicaID (default
 	// hostname-PORT) and redisPrefix (default "hir:") go with it.
@@ -79,6 +82,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	fs.IntVar(&cfg.train.Steps, "train-steps", 300, "optimisation steps of each background training round")
 	fs.IntVar(&cfg.train.Pairs, "train-pairs", 0, "engagement events per training step (0: model default; small values train small worlds fast)")
 	fs.Uint64Var(&cfg.train.Seed, "seed", 1, "training seed")
+	fs.IntVar(&cfg.keepModels, "keep-models", defaultKeepModels, "model versions kept in DIR/models after each accepted training round, the serving one always (0: keep every version)")
 	fs.StringVar(&cfg.redis, "redis", "", "Redis address (host:port or redis:// URL) shared by the replicas of one service: event stream, model registry, trainer lease")
 	fs.StringVar(&cfg.replicaID, "replica-id", "", "this replica's id in the cluster, unique and stable across restarts (default: hostname-PORT)")
 	fs.StringVar(&cfg.redisPrefix, "redis-prefix", cluster.DefaultPrefix, "prefix of every Redis key this service uses")
@@ -145,6 +149,11 @@ func serve(ctx context.Context, e *env, cfg serveConfig) error {
 		return err
 	}
 	store.Compact()
+	if removed, err := model.CleanStale(cfg.dataDir); err != nil {
+		return errors.Join(err, log.Close())
+	} else if len(removed) > 0 {
+		logger.Warn("removed what an interrupted model write left behind", "paths", removed)
+	}
 	logger.Info("event log replayed", "batches", rep.Batches, "events", store.NumEvents(), "elapsed", time.Since(start))
 	srv, err := serving.New(serving.Options{Logger: logger, APIKeys: cfg.apiKeys, ReadAuth: cfg.readAuth,
 		RatePerSecond: cfg.ratePerSecond, RateBurst: cfg.rateBurst, MaxClockSkew: cfg.maxClockSkew,
@@ -164,7 +173,8 @@ func serve(ctx context.Context, e *env, cfg serveConfig) error {
 	train := cfg.train
 	train.Logger = logger
 	if _, err := srv.AttachTrainer(serving.TrainerOptions{
-		Job:   retrieval.NewTrainJob(store, retrieval.JobOptions{DataDir: cfg.dataDir, Train: train, Build: cfg.build(logger)}),
+		Job:   retrieval.NewTrainJob(store, retrieval.JobOptions{DataDir: cfg.dataDir, Train: train, Build: cfg.build(logger),
+			KeepVersions: cfg.keepModels}),
 		Every: cfg.trainEvery,
 	}); err != nil {
 		return errors.Join(err, srv.Close())
@@ -189,6 +199,9 @@ func serve(ctx context.Context, e *env, cfg serveConfig) error {
 	logger.Info("shut down cleanly")
 	return nil
 }
+
+// defaultKeepModels is the default of serve's and demo's --keep-models.
+const defaultKeepModels = 5
 
 // defaultAddr is the listen address of serve and demo when none is given:
 // loopback only, so that a server without API keys is not open to the

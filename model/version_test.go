@@ -1,0 +1,134 @@
+package model
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+// mkVersion creates DIR/models/name with the given files (a config.json
+// makes it a complete version).
+func mkVersion(t *testing.T, dataDir, name string, files ...string) string {
+	t.Helper()
+	dir := filepath.Join(dataDir, modelsDir, name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte("{}"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// names lists DIR/models and the files of its version directories as
+// "vN" and "vN/file", sorted.
+func names(t *testing.T, dataDir string) []string {
+	t.Helper()
+	var out []string
+	root := filepath.Join(dataDir, modelsDir)
+	ents, err := os.ReadDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		out = append(out, e.Name())
+		if files, err := os.ReadDir(filepath.Join(root, e.Name())); err == nil {
+			for _, f := range files {
+				out = append(out, e.Name()+"/"+f.Name())
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestCleanStale(t *testing.T) {
+	dir := t.TempDir()
+	mkVersion(t, dir, "v1", FileConfig, "index.bin", "index.bin.tmp123", "embeddings.bin.tmp9")
+	mkVersion(t, dir, ".tmp-v2-555", FileWeights)
+	mkVersion(t, dir, ".candidate-v2", FileConfig, FileWeights)
+	removed, err := CleanStale(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(removed) != 4 {
+		t.Errorf("removed %d paths, want 4: %v", len(removed), removed)
+	}
+	if got, want := names(t, dir), []string{"v1", "v1/config.json", "v1/index.bin"}; !slices.Equal(got, want) {
+		t.Errorf("after CleanStale: %v, want %v", got, want)
+	}
+	if removed, err := CleanStale(t.TempDir()); err != nil || len(removed) != 0 {
+		t.Errorf("CleanStale on a data dir without models = %v, %v; want nothing, nil", removed, err)
+	}
+}
+
+func TestPrune(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		keep    int
+		serving string
+		want    []string
+	}{
+		{"keep all", 0, "", []string{"v1", "v2", "v3", "v4"}},
+		{"keep 2", 2, "", []string{"v3", "v4"}},
+		{"keep 2 serving v1", 2, "v1", []string{"v1", "v3", "v4"}},
+		{"keep more than there are", 9, "", []string{"v1", "v2", "v3", "v4"}},
+		{"keep 1", 1, "", []string{"v4"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for _, v := range []string{"v1", "v2", "v3", "v4"} {
+				mkVersion(t, dir, v, FileConfig)
+			}
+			serving := ""
+			if tc.serving != "" {
+				serving = filepath.Join(dir, modelsDir, tc.serving)
+			}
+			if _, err := Prune(dir, tc.keep, serving); err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, n := range names(t, dir) {
+				if filepath.Dir(n) == "." {
+					got = append(got, n)
+				}
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("after Prune(keep %d, serving %q): %v, want %v", tc.keep, tc.serving, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestAcceptDiscard(t *testing.T) {
+	dir := t.TempDir()
+	mkVersion(t, dir, "v1", FileConfig)
+	cand := &Checkpoint{Version: "v2", Dir: mkVersion(t, dir, ".candidate-v2", FileConfig)}
+	if latest, _ := LatestVersionDir(dir); filepath.Base(latest) != "v1" {
+		t.Errorf("latest version with a pending candidate = %s, want v1", latest)
+	}
+	if err := Accept(cand); err != nil {
+		t.Fatal(err)
+	}
+	if latest, _ := LatestVersionDir(dir); latest != cand.Dir || filepath.Base(latest) != "v2" {
+		t.Errorf("latest version after Accept = %s (checkpoint dir %s), want v2", latest, cand.Dir)
+	}
+	if err := Discard(cand); err == nil {
+		t.Error("Discard removed an accepted version")
+	}
+	rejected := &Checkpoint{Version: "v3", Dir: mkVersion(t, dir, ".candidate-v3", FileConfig)}
+	if err := Discard(rejected); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := names(t, dir), []string{"v1", "v1/config.json", "v2", "v2/config.json"}; !slices.Equal(got, want) {
+		t.Errorf("after accepting v2 and discarding v3: %v, want %v", got, want)
+	}
+	// A version published meanwhile by another writer is not replaced.
+	clash := &Checkpoint{Version: "v2", Dir: mkVersion(t, dir, ".candidate-v2", FileConfig, "marker")}
+	if err := Accept(clash); err == nil {
+		t.Error("Accept replaced an existing version")
+	}
+}
