@@ -2422,6 +2422,11 @@ type GetModelResponse429Headers struct {
 	RetryAfter *int
 }
 
+// GetModelResponse503Headers the declared response headers of an HTTP 503 response for GetModel
+type GetModelResponse503Headers struct {
+	RetryAfter *int
+}
+
 type GetModelResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -2431,8 +2436,12 @@ type GetModelResponse struct {
 	ApplicationproblemJSON401 *Problem
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *RateLimited
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *GetModelResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetModelResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -2448,6 +2457,11 @@ func (r GetModelResponse) GetApplicationproblemJSON401() *Problem {
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
 func (r GetModelResponse) GetApplicationproblemJSON429() *RateLimited {
 	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r GetModelResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -3809,6 +3823,13 @@ func ParseGetModelResponse(rsp *http.Response) (*GetModelResponse, error) {
 		}
 		response.ApplicationproblemJSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -3822,6 +3843,16 @@ func ParseGetModelResponse(rsp *http.Response) (*GetModelResponse, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetModelResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -4715,108 +4746,111 @@ var swaggerSpec = []string{
 	"YnIDCGDcWLMHCXE2o9wv7HNJYpqjgD/C4+WKS5iV6RW3MCi4hvNXL+CKb2LgueGAv7jG8OLVEKWSrwq7",
 	"ebgIwmDyGeXkR8mumcjZLP9UnJYKVirjOVjNhOQZbLidwqsf3rwF3GZ6dkDPQGl3FM+VW/KMpVcLjdzt",
 	"X9YfL2EnyVFTwvyc6kXuI2ojeumz8Eg1A2EcbBJdYOAJIfkwbkIqtlqW1iIuZmot43DMMc0hAOZASGCQ",
-	"5qWpEXnJNM/AWM3ZCnsppeYsXeKShzF4OnthAc0kFMzY9mlhxcpL68cw5QkOI8EuBR5KxDo4LMNTh+sx",
-	"DPo5AVfi174WdqlKCywwAbDcKGDSrPGQwY2t2jSGHg8/kzBU203dfM1kJjJmickLrQqurXA6jiBc7Ghh",
-	"cXTFN2uls8sVs+lyWw/9Sdgl8Jsix3UzmQGDX0uuN24DWQb0Hs/oq+/LwKD6pDkOlbpNS8PszFP8vgGW",
-	"ZdUBb5Xb2FRpTlDhpzpTKudMRk53dUr0XWz9Bjt4RS2JNkoTMeZKr5iNptE8V8zW3TsewaaEhY5Ulq/u",
-	"HectNn/N5/Sq64tpzTb1973V0aZG+y4ouaRsu+m/r0ZQs194anGI59mCV6qzRIX/XSRWhebG4M7FUZqL",
-	"9CqKI5Zll1ZdpkzjqotSp0tmcIBUSdSDXGu0EXCv6KyTyl62fhDyMmWrgokFtlXzS5ZdI2c5Rb3QaqUs",
-	"N6Gh5QulN67hTDPSFOZCc9NYSM2AZAUIbl47Md9mXO4b7L0zzq7AvldCvnBvTLqb1CF6NUgvrV2HWzNj",
-	"1jrpZVkmUGBY/qrVYGuxbeH6RnMSmi+vWV5ywO7ErETgHLDMTB2SzEVuuSZIHMO5BJY9MpCzUqZLAr8Y",
-	"1kuRLmHFrrgBPJ80N8vqlOJywRZ8hSd4oYXSMRDUsQzmWq3AWKbtJYHoAPWro6Ojsxh+/vnnn0cvX46e",
-	"PUM0LKW4gZXIc+FhdIi/ap5zZvglyjMMaKrPno1eKjnCt5sSXBPSYdCD7MQ4svzG9hLzYVIWR9c8tUq3",
-	"2GgPVLiLa2pR7WWba6+UtLkmc0x+16w9rDhytXnmRcZXhbJcphtkHSRzl55bhDI63XNEB6/tEX/sbn/s",
-	"jkgI/AJuJJyKkvyHeTR916CskPb0ONp2RsSNNshDI2TCaGv27/fc6AoPb+NozcViad1K5qzMLTHW1l73",
-	"uErCvnf2GQkY08bFYc+t2b3nd2DZdfAD7YdkxEEPAzI3Qt/cviEk2d7gr9wJ65EG0DrGk72GozE8v2Gp",
-	"zTeo+qE6hYrAAXLBAZmXB9R2fCHPq1emUB8RMYTDAz+50yEGOhlicBqwZ6kNgheHnM14Ttx9Id350gRd",
-	"me1NP7/inhMaJ9wLKvzX3p+FbA26A4vq/mkJ26Q+7yzwKVi0A2taw4V7dXpRJslResU39IFfROOoR7Kl",
-	"svvToIN9H0O42x62+paz3C63eT3YNr/3uP5awuXa9XHsC7ngxr7mhmR4C0hLZ+vxHtBycgiZVkXRdjQJ",
-	"DSIjdxLLyb8T3Ep9GNVSPjoj+Cd3v17Je+/07nrVOE5sv/edWoBBcJFp07xx5qhNl9jVvci7S/Wpphs3",
-	"Sdu/L045NK+9F3WH1rbZ89gh4+oyaKO98vW5lPO+xaOu2p5CNWDf6l9i0zcVd3fMLJnxm0sjfuONdTS2",
-	"dcXRHtpHa9zSQeoZEN82mjZsJO/HuGS2pd/cccL6d/BzD151vRxoqulSohYpJBRaLdDk6LfXdm9oZxfc",
-	"evpoXelvDTPHxwcY2hUNs6Rrk2RlaqlFZY8EY6QQNzzvNUYaDtgO1niHUe/REFw+fQ+t662jxCGTBMFV",
-	"8zmXGdIVGwO5SUiYUbPnEttojvRWku+Aii7SNp55p9Id6nOlI0Vspko7neVMXkXxPVvm+o3vQm+Uvx1u",
-	"iIeaAJ/Hnu6fpPPQ7VTZUlWbUJdNzbLlJqHfw46matQwuyzXtKtkjaEeBZqPNJNXU1SiWeZcHgZ6BoK/",
-	"gylXlwIO/3swEgfLIfwdUmUGLIuBXYohrJQmAxA5hF0m+OskhvF4TK43HBGFxQVVrJCpBZYZbxNm5JeC",
-	"ATkKUP/KOC+4fgrkTr2xl+40gLnQxpK/z63BHVrgng5jWCmDS0pxrb4ts+7XlqduNAorHC0FdrLx9FrF",
-	"sET+3tma5fNRLuY8JsWzIsAwvFQfhLhaA+ulaq9xpuySPgnZ7HgtZKbWfhZCV+8gjdQcOEuXQI5ApxPj",
-	"UAuuHILDClXm0IqMcnqdYkM0i0GqSmm5N7T5NdebFu1ib6kriXa7TPMy49lwDG+X3FGvYiM3IzKxf1Ge",
-	"k2pf2hgScEEr/J24Tc3nY3jm5Hq6k66exwZHw5baUJlH7MaZR5MkSe60luKozTLb8vHasYfnKC8mg0IZ",
-	"I2b5BphUcrNSpRkS7Z6C0Sms2AZmHNRKWKSi0sB/LVlecTVO+oFWFLsJVhQtqau08xvahEvDuWwhowsz",
-	"bx9w3jHaajtnueFboSsKK8YunhJ2zvnQyamJJBGoECIUEJfjI/K0uhgNeXa8r9U5lD3PkrWw4/ydVwbf",
-	"frr+Vdtkpl3fwQSTvnOIHEx7YiTLzKMt59Q+MJkpOyjJqmTZEL6A5qDwd8jlYAJfgBwGWJQBJUhGCafS",
-	"jed9FMV6Cg4JTQ2FDm9qryraaV1pouFHzTau6+FTP23nqvNI5NfXeJ8wICDRoLYDG465jrNtCAQsNBn8",
-	"1QIzsCoRhcJCAenGs6p7/Ooj1sLCktUDe4lsUMH9MoZv0CIHydckbDi1XkyXfD3CBlVP9F8ckK7IS9M5",
-	"UIYgwwpor917DjNXLOOwXoqc08j0dmMMs9RCXpHb0zhEVZI/IgTEJVJMn/pczXiGKhWiJqpNO8HQbV9A",
-	"wsn9SHgPEJLIbvP+D4VT9BshkuVmpkUGPkLI8mGvgU+67n5GFDa9bIZCe82LXnj6aclChCbPuYYrqdYV",
-	"TNP2M1vF4ZzTeU7sQc8CSUXKibck7gwgiMJAafIZGeQsQq0OL0ydQwR/AuN5uGCLOpbkZLDhGg+tFlzF",
-	"kHEaFeey4FUcm9zpLvp4xQuSD0dRMxzDuZvfiOZH86eoNjJMOKuFhQGOSl86E34KLPC2V63UmuygOTKt",
-	"JSd8gSiToY0+3nZf3RczuNebu2I3zTdOj3u02uAzb3R2nJyd9in1nXdv79SRd1n7tTayt4lehyp73GcE",
-	"TpeB+bcTGGjf1qyxcVKtY7dh7lxMS62R6SSK9kyVeqlU5vVHEpEpoVvFCUo3sC5VeeYQeBgHBqiQrWZ8",
-	"YmiPX0bI1GncLnKOk/O2eP/hfL/PQ/L1fSQIJ4GhyX9GjJ760Ls7OiheRJq278mdur1qR8f66vpVGpzS",
-	"Z441ore9q0b1lpCJ1XrUI683hUiYO++FRtsJButGBHu4LY9Nq2t7yD6bzJ0+lUbRNvaCZhbAwdtFLDO9",
-	"J8vW+UF03Z5HS8npTGBLiRqgJtneKQ/XgcOH+03GiJXImfZ+vPaMnikcjpwszYPikam0Vze56iTeZ8iu",
-	"Z7geP1Ambm9YLwu5t17YPj/OjiyIh6QJ/PGxfb+Cz+RcrdB4L1huUq8HmO9DrX3dq24ufYsn1+0LOVc9",
-	"p8xS5JnmHxuK2WqZ8+vWk6Ypw7QHhG1eoSyyyxWytt6fsDtSRXZ7isnuu5/ErllYjO9wJ2F7fXJ7UKiD",
-	"xJQ2SA+nkAQDK1VMG9QQC62swr5cE+87mlN2lJLcPHW/mzqdq/OG0900NyJDiz9VGTf9rs+KSO0JXriZ",
-	"j/HNi6hPsa6t1AeCUpvevYTGY/88TXnhk1E7GmDjSY9awI3x6ed373vVzfs+Hc7wtETgfIPc58adcaa5",
-	"Pi9tT5rXuQyJn7AQ11xW2Vh1khuMRqwQI2yiNHz74vXl+asXl/98/vObMZzna7bBM4ejKjYgt/UV37ht",
-	"TJWci0WpeTZE+6zKqAtxpxjqHHcXWW6n2z0N/c423ovmfHJcZoUS0mXpFhUfzahHH2aJ4UAVXLJCjDds",
-	"lTe+/mKUS2g7yFRqKk97lSVeoiXvlo3az4iVdgmD+iNOkI5Rkm/aRKJvO1XTJVcKj2ZtmlcK8Ig1zEB3",
-	"Umd+HmYMLgYKgVo056DAuXREu+QXcim4ZjpdipTlEJK3Qhan7CSsOqMqJKeSdxGHRbNPxhfS+yV17Zfz",
-	"5jnp1wy+YouRmo9eciZd5h6iAQW+xhfyudZKu53flbANg11pusPxhbyQyKO4XtdgesfmeKY1MPiwRIUP",
-	"nzcY9Z8fQOkL2WRWn7nqahHItMxWQlbMZBopn30MGl/IDnsOiT3hA05aafGbn/NXxA3wzw9jeM3Jfas5",
-	"IPNBKXNumt7uC1kv6EOD3T5s8dvUIamTgor/cXwDjKTXycKFrIUBBgdLitD/FoeCBk8DLyNgUs0KDoMg",
-	"NEOvwgkDDY69kIO7ZCl2gkQG9loruaDpiLrWg5Z3nExA+QVcyLCC2BGm5Qgfw08+a5b2l95wiaLCUHPi",
-	"FMr4N1PnhA8INlCNpPVGgu4V3wzJQcFaee8XcoBUr/LsP8QQvs9KbewH58qjxPfgYgjpvceHZ37fGgm8",
-	"H8YX8ifyYTV4lhwjIa16w23ckzVNOnqV7ow8EQ7IC9mT8ByDsM1E4/6ZXMi3zqOKWgsJMoiscu6YDbKK",
-	"FSmslc4z/JkkKeMr9YH4wAkWNvtwIQcOB8pkPI5dUII+hSisgbTwj0Is1uDnZDweulyekOP+7YvX8P/+",
-	"z/+Fb5uwFdIK4HVAw6gRRI4m42ScUCKL47toGh2Nk/ERGgfMLumQIybEDwtOhzsevCSRL7JoGv2D22f4",
-	"vFP+dZgknTICNIUPlnaVtyvTXFLO/3j2w9dvf371HLCBT8+RUTPtvnty9xZhILtqPueakjkKX2l1nEx2",
-	"aZLVnOvU/Tg6Pjy7v32zOKapHUTTd+/jyJSrFdMbmpYwNK/GbIEEZlmumCRoYrOcw7dvX37n/HQDqYDf",
-	"WK4ly4EZw61xnky2MKimVBtgovc4dACjnXv0rX9+7x41z5CeEo8QFI/U1f41ET6XqWfHznNx/a/foO9Q",
-	"OcPTg7D9Tjo3Ek166fzSP99PFqo4Vy0MfwMnBEJfujyqBSsXpImEHyYPFYswp381mV9pteJ2yUtTHZKD",
-	"Hwou3/Kcr6jIhN8USlvvSdm5B80D8i5QelPw9H+9+eH7T2b6oGn+ITB727OXlcnRC3FIM4ITlZYrH4T9",
-	"9wO4QZjm0TgZItzhVuy1r6gH3bevP5+//O5h+xp6/WtfP9++xoD7MIxxe2elyC3aSE0b9879dmrzzp1+",
-	"7R5/thPLpcN9hkPrdejoj9+cODpJju5/p1m5edeG4sxFfdI9Jf3WRbDZVm0iqqkuaNxSqO/c0oZ9Ry4a",
-	"ZXrc/28spRwEe8sKu2ml21LUSEkOg+MkAcmCX76d0hfqdlzOZMZvcMrWVZ1X8YIQr6K1xWAUKvcpkzDj",
-	"laGehWsgXCjmxrZSMqn+osWXr5Sxz+vsXm9ZfKVc7uh+jEnUkXx9Tv6qeoPOKZhQ5TfgHCgE5xaEc6MI",
-	"alW81CwnQFhiecnb1V3vGsHROvshmkaHyeHpaHI4SiZvJ4fTJJkmyf9u1M5GLLVeNxO4ajbyUx9NohAJ",
-	"JZ9cjlQiapmlQrM+p3AKcQ+zXBdaqXntv2FZdPu+UWC5V9lZo5Dttu2xs7rkt58CEe2dqAjYzIJPmgnr",
-	"kzr9PPHp5IcPWE4r974HW0g2MgcuycPA5aFglDx5WPvJ0QPbn/wJ4PgwGj0cTPGdx/e/03fVSQeI267i",
-	"d+9vW8j8Y2G4tiFHmTIgg2tywPJ8pPTIl/S2dGNB7LQNvge/o7jdHvwustuD4LdsWi09MWCXEDegYiRN",
-	"ObCUWEce+YDPlQs0OEY3sQ9QgFUUixiCXVJaS6E55ae4ckkCee8xJbRupdu5sIHzwnZsYp+JB8+duAZH",
-	"zhToKpHmkkvD9UE5qZe7Dd3/4LYqsojat/a869/iuslB42Kd23jP1i+eRbjPn6bB1HFJQmK6R8ijKSUy",
-	"bAcQo+tJXWyBS/OxqGimOZvnqgTD0iXTVeHYNGU2ccVj09mkisNQMpaLBUXJeHIS1RGeZHx6hGQIPS9V",
-	"ueZmySUUWmjFjL2380nd+WR8Mml1fnLc7Py7w+nkrH7xsH7xcEwPGrOi2sZ9wbhbcNODyDXD/CmgfPwf",
-	"AJq3bSMiyP8j041xVHDiwYcgoZF761GuCuPcA3Q+s2EnzH2tjJB8JBGHm8EfBDemF9xeUrB0kDXTGqu5",
-	"q7UEfD7cB4xYdsAmj8OM/mej+y9ZdlEmyeHp1ZdHMPC5yh41HtUe5RnPFaWVuJSk0iVRbtvCfsl/FpjF",
-	"TV8Vy8KFYi5Bs75RrF5u9BEXiTUHOeof4arVb5Vdffiw5Oo/BZt9HsM734SdJFWayjQZnx21VOM4tDrd",
-	"q9XjSavVYVvN7j0X9kbHbr5Mn7bqmlSS9BdEfhREft8DSMxDEkFO0Jz81T5V+pe7Xu0+qKyqR/rN8fOi",
-	"4DLryVYHikvByAVjqDAAFTRjdZnaUnPg2cLdqlG1qUvSx+Oxs9CpL1gvFYXIekqE0YAPRT1CQm15+dGo",
-	"DZr1Y3hexZNJyWSaQ3UJoLtMiVIjNGfWJYj2WO6hGPfj7XZ3B0zLbv/RYTT4WgeWAZs8fhqSO+l7bT9T",
-	"uZGpaAVpcdQ23v2GvatutXDCPnncNqO9Zc6vW6a5v5ZiJxxhz5PHp8cnZ8lxkjQrdty6EFyaw6bFUd1J",
-	"VRjaM/hhZ/COx6A5b5zDLgdEhdH15TgPcxi07or4Q9wFFQPc7y5IanfBoXcXHP3lLvjLXfCJ7gKH2S13",
-	"gYfstrMgBhFutrE+00taENmdTgR3490uJfrcp0YcJonT1x2WUwVM05NKRau1U7mRtb+lxFLp/2eI0tV3",
-	"BExIEaxjte4Zy4x/ZCwvTDQ99VX6l7kyKKEn45MnBMSXjQR1VqaoXB0fuie+6ek4Oa7vDPCljI1bAlrw",
-	"djQ9Pp0mTwjeqlsBfM3QxylnzdsS+kK+RHbvy/3Twkgtm49ql+TCccAjA36dce1dp5wbPOP9RjV50vFg",
-	"myVdZthuRYYyRE3txne858etEqQ61cKU+mXWrKBaUCGBWbUSKcvzzVMoVJ5Xth11N4bj5MyHRVjPlQ2g",
-	"tPdsveaZMGBSlvORKm3s7jcM1yGS/iIMqS9UYOyvOczpOkJvF/r8vjoC4p76auaQ0uRzoGYq22xLF9Fk",
-	"h3wdPky+6gxbx+1VTm3F0664h2d9hKuuTkN9KPD83uzeTv7tSySpnn3M0Xb2H2JR7Ht8vNViseCazo/e",
-	"i0juEMUQNtsth8/RPDF1leOgigdnFRpUJgzl5ynJAVdYWldzFgoGTX/BWdy9TAFBpFmoOd2jiFIYn+XH",
-	"M7BKxS4jq6rliSFX6spAWdA8+pJzTTDLWBZ82iRCXlj9xV8uJ3jkKmm5u/HLpWGG+qnYJVpWlVeQMq1D",
-	"L3cUsne9Z8I6A9G066W2QSFUHn5dV419ij1U5TN3Y5nXwghLwVwEJ9oAJH1c1xcqR8B5vnFbjozgi7tI",
-	"yW7ZRd3rEO63j5rmiJ/M6PjwI2yi91TGf1RXDt/TJQoL5X3/6Ns3ZE8VcNRODg8uvjomUl0A29njtp0Y",
-	"7klweNwzwW377wG2R/cOlz/ElGrxTr3TjcLXym92+rj2dR2ND3d4xM6ajSbHXYdYswTWH2M9LrLu7t09",
-	"saOGq+54nBz2Rl6M5QutWA5LwTOtSmP56mHhl6NWnOOoFSAxS8UWYqVyQPxBtnhY9OWoHUQ5mdy+3+GW",
-	"bGzC8Z+10Pd37aJXo3u38SN4fbezs4GW/45uzr/s84e6XasNrdDYaQ0xMH+JEOGyu5a1Ltrxx9A9Xlcn",
-	"GQe/0/+3O63pr7Ra+z/VsR1bRzWGBGSUhHIg1FF8wD20j52i5Ks4QfO5kByEHQPawtu3ObGsTpgqZea1",
-	"JOr/jsiWX08ynvSa8G99/V4nCtVX4MgMtAsJY+DjxRguosl48thdyVnHmJLxjj+bEyoGd//ZmoJZyzW+",
-	"+d/vktHZ+y8uLsbuw3/1XMT2yaGguo72XTQZ45kwGU+e0H+Hp/Tf8Un0vqqcjVLFfiF4lLBSzKoSFfCb",
-	"FlQeBqhMWlDZrZWtj8ioH7UPT6IuhDo/yVkrvv8Ae6wqJ+7LZaUe/woFfQwm/SC7ej3dSz7jeRzKfl0R",
-	"dVxJfOzknIIlTng9Y+xEqI6piHzSYy26UknirlLnvvRyenCQq5TlS2Xs9EnyJCFm8qNs3XHtkppaRZbM",
-	"eS6dDv/U3SFHpX6sKpYdN/42lnNNUkyi/zBGOIu3TCEcqRvmb3RbU2O75y3fFXXWYyc3+gt/I6Tb1ytf",
-	"OBvKHaoKwE5S9VNvmDpCdGjQSLK9fX/7/wMAAP//",
+	"5qWpEXnJNM/AWM3ZCnsppeYsXeKS/QheUkAzCQUztn1UWLHyohqD35V6SojyuWIZz2CA1Gv8MG31jUeL",
+	"O6GZtjwbfhR3w3rJZWMIL0AnwxiUBLsUeOoRb+JMGR5rXI9h0M9qSCq/krWwS1VaYIHLgOVGAZNmjacY",
+	"ck7VpjGl8fAzSVvFT9TN10xmImOWpKjQquDaCqdECQLejpoXR1d8s1Y6u1wxmy63Fd2fhF0CvylyXDeT",
+	"GTD4teR647aIZUDv8Yy++r4MDKpPmuNQqWOMNMzOPMXvG2BZVmkQVjkGSZXmhEV+qjOlcs5k5JRjp6Xf",
+	"JTdvsINX1JJoozQRY670itloGs1zxWzdveMdbEpg60hl+erecd5i89d8Tq+6vpjWbFN/31vfbarM74IW",
+	"Tdq8m/77agQ1+4WnFod4ni14pZtLtCjeRWJVaG4M7lwcpblIr6I4Yll2adVlyjSuuih1umQGB0iVREXL",
+	"tUYjBPeKDlOp7GXrByEvU7YqmFhgWzW/ZNk1cpazBAqtVspyExpavlB64xrONCNVZC40N42F1AxIZobg",
+	"5rUT923G5b7B3jvjDBfseyXkC/fGpLtJHaJXg/TS2nW4NTNmrZNelmUCBYblr1oNthbbFq5vNCeh+fKa",
+	"5SUH7E7MSkTmAcvM1CHJXOSWa8LcMZxLYNkjAzkrZbokgI1hvRTpElbsihvAA1Bzs6yOQS4XbMFXqCIU",
+	"WigdA0Edy2Cu1cqB6iUB9QAVuKOjo7MYfv75559HL1+Onj1DNCyluIGVyHPh4XWIv2qec2b4JcozDGiq",
+	"z56NXio5wrebElwT0mHQgwzROLL8xvYS82FSFkfXPLVKt9hoD1S4i2tqUe1lm2uv9bS5JnNMftesPaw4",
+	"crV55kXGV4WyXKYbZB0kc5eeW4QyOt1zRAev7RF/7G5/7I5ICPwCbiScipL8h3k0fdegrJD29Dja9nbE",
+	"jTbIQyNkwmhr9u/33OgKD2/jaM3FYmndSuaszC0x1tZe9/hiwr539hkJGNPGxWHPrdm953dg2XVwNO2H",
+	"ZMRBDwMyN0Lf3L4hJNne4K/cCeuRhpQkPNlrOBrD8xuW2nyDuiWqWagIHCAXHJBmdkBtxxfyvHplCvUR",
+	"EUM4PPCTOx1ioJMhBqdie5baIHhxyNmM58TdF9KdL03Qldne9PMr7jmhccK9oMJ/7f1ZyNagO7Co7p+W",
+	"sE3q884Cn4JFQ7OmNVy4V6cXZZIcpVd8Qx/4RTSOeiRbKrs/DTrY9zGEu+1hq285y+1ym9eD8fR7j2+x",
+	"JVyuXR/HvpALbuxrbkiGt4C0dMYk7wEtJ4eQaVUUbU+W0CAyMipYTg6k4Lfqw6iW8tEZwT+5+/VK3nun",
+	"d9erxnFi+73v1AIMgotMm2aPs3dtusSu7kXeXapPNd24Sdr+fXHKoXnt3bQ7tLbNnscOGVeXQRvtla/P",
+	"pZz3LR511fYUqgH7Vv8Sm76puLtjZsmM31wa8RtvrKOxrSuO9tA+WuOWDlLPgPi20bRhI3lHySWzLf3m",
+	"jhPWv4Ofe/Cq60ZBU02XErVIIaHQaoEmR7+9tntDO7vg1tNH60p/a5g5PgDB0K5omCVdmyQrU0stKnsk",
+	"GCOFuOF5rzHS8PB2sMZ7pHqPhuBT6ntoXW8dJQ6ZJAiums+5zJCu2BjID0PCHDunhV1yzcljIvkOqOgi",
+	"beOZ91rdoT5XOlLEZqq001nO5FUU37Nlrt/4LvRG+dvhhnioCfB57On+SToX4E6VLVW1CXXZ1CxbbhL6",
+	"PexoqkYNs8tyTbtK1hjqUaD5SDN5NUUlmmXO5WGgZyD4O5hydSng8L8HI3GwHMLfIVVmwLIY2KUYwkpp",
+	"MgCRQ9hlgr9OYhiPx+TbwxFRWFzUxgqZWmCZ8TZhRn4pGJCjAPWvjPOC66dA/tobe+lOA5gLbSy5+9wa",
+	"3KEF7ukwhpUyuKQU1+rbMut+bXkDR6OwwtFSYCcbT69VDEvk752tWT4f5WLOY1I8KwIMw0v1QYirNbBe",
+	"qvYaZ8ou6ZOQzY7XQmZq7WchdPUO0kjNgbN0CeQIdDoxDrXgyiE4rFBlDq3IKKfXKfhEsxikqpSWe0Ob",
+	"X3O9adEu9pa6kmi3yzQvM/Juvl1yR72KjdyMyMT+RXlOqn1pY0jARcXwd+I2NZ+P4ZmT6+lOunoeGxwN",
+	"W2pDZR6xG2ceTZIkudNaiqM2y2zLx2vHHp6jvJgMCmWMmOUbYFLJzUqVZki0ewpGp7BiG5hxUCthkYpK",
+	"A/+1ZHnF1TjpB1pR7CZYUbSkrtLOb2gTLg3nsoWMLo69fcB5x2ir7Zzlhm/FxihuGbuATdg550InpyaS",
+	"RKBCiFBAXI6PyNPqgkDk2fG+VudQ9jxL1sKO83deGXz76fpXbZOZdn0HE0z6ziFyMO2JkSwzj7acU/vA",
+	"ZKbsoCSrkmVD+AKag8LfIZeDCXwBchhgUQaUIBklnEo3nvdRFOspOCQ0NRQ6vKm9qmindaWJhh8127iu",
+	"h0/9tJ2rziORX1/jfcKAgESD2g5sOOY6zrYhELDQZPBXC8zAqkQUCgsFpBvPqu7xqw+JCwtLVg/sJbJB",
+	"BffLGL5BixwkX5Ow4dR6MV3y9QgbVD3Rf3FAuiIvTedAGYIMK6C9du85zFyxjMN6KXJOI9PbjTHMUgt5",
+	"RW5P4xBVSf6IEBCXSEkD1OdqxjNUqRA1UW3aCYZu+wISTu5HwnuAkER2m/d/KJyi3wiRLDczLTLwIUiW",
+	"D3sNfNJ19zOisOllM9baa170wtNPSxYiNHnONVxJta5gmraf2Soe55zOc2IPehZIKlJOvCVxZwBBFAZK",
+	"k8/IIGcRanV4YeocIvgTGM/DBVvUsSQngw3XeGi14CqGjNOoOJcFrwLl5E534c0rXpB8OIqa4RjO3fxG",
+	"ND+aP4XNkWHCWS0sDHBU+tKZ8FNggbe9aqXWZAfNkWktOeELRJkMbfTxtvvqvpjBvd7cFbtpvnF63KPV",
+	"Bp95o7Pj5Oy0T6nvvHt7p468y9qvtZG9TfQ6VNnjPiNwugzMv50hQfu2Zo2Nk2oduw1z52Jaao1MJ1G0",
+	"Z6rUS6Uyrz+SiEwJ3SpOULqBdanKM4fAwzgwQIVsNeMTQ3v8MkKmTuN2oXmcnLfF+w/n+30ekq/vI0E4",
+	"CQxN/jNidAjBu6OD4kWkafue3Knbq3Z0rK+uX6XBKX3mWCN627tqVG8JmVitRz3yelOIhLnzXmi0nWCw",
+	"bkSwh9vy2LS6tofss8nc6VNpFG1jL2hmARy8XcQy03uybJ0fRNftebSUnM4EtpSoAWqS7Z3ycB04fLjf",
+	"ZIxYiZxp78drz+iZwuHIydI8KB6ZSnt1k6tO4n2G7HqG6/EDZeL2hvWykHvrhe3z4+zIgnhImsAfH9v3",
+	"K/hMztUKjfeC5Sb1eoD5PtTa173q5tK3eHLdvpBz1XPKLEWeaf6xoZitljm/bj1pmjJMe0DY5hVKU7tc",
+	"IWvr/Qm7I1Vkt6eY7L77SeyahcX4DncSttcntweFOkhMeYn0cApJMLBSxbRBDbHQyirK6aIm3nc0p+wo",
+	"Jbl56n43dcpY5w2nu2luRIYWf6oybvpdnxWR2hO8cDMf45sXUZ9iXVupDwSlNr17CY3H/nma8sJnu3Y0",
+	"wMaTHrWAG+Pz2+/e96qb9306nOFpicD5BrnPjTvjTHN9XtqeNK9zGTJLYSGuuayyseokNxiNWCFG2ERp",
+	"+PbF68vzVy8u//n85zdjOM/XbINnDqd0PnJbX/GN28ZUyblYlJpnQ7TPqoy6EHeKoU6id5Hldrrd09Dv",
+	"bOO9aM4nx2VWKCFdGnBR8dGMevRhlhgOVMElK8R4w1Z54+svRrmEtoNMpabytFdp6CVa8m7ZqP2MWGmX",
+	"MKg/4gTpGCX5pk0k+rZzQV32pvBo1qZ5pQCPWMMMdCd15udhxuBioBCoRXMOCpxLR7RLfiGXgmum06VI",
+	"WQ4heSukicpORqwzqkL2K3kXcVg0+2R8Ib1fUtd+OW+ek37N4Cu2GKn56CVn0mXuIRpQ4Gt8IZ9rrbTb",
+	"+V0Z4TDYlQc8HF/IC4k8iut1DaZ3bI5nWgODD0tU+PB5g1H/+QGUvpBNZvWJq67YgUzLbCVkxUymkfLZ",
+	"x6Dxheyw55DYEz7gpJUWv/k5f0XcAP/8MIbXnNy3mgMyH5Qy56bp7b6Q9YI+NNjtwxa/TR2SOimo+B/H",
+	"N8BIep0sXMhaGGBwsKQI/W9xqJjwNPAyAibVrOAwCEIz9CqcMNDg2As5uEuWYidIZGCvtZILmo6oi0lo",
+	"ecfJBJRfwIUMK4gdYVqO8DH85LNmaX/pDZcoKgw1J06hkgIzdU74gGAD1ciKbyToXvHNkBwUrJVYfyEH",
+	"SPUqkf9DDOH7rNTGfnCuPMqsDy6GkN57fHjm962RwPthfCHf1ty6ZDLLUXBhhrKHtmoVrwiVBsCsK3PB",
+	"qazYzUjIeY4HFA6uJBqWzF7IuZCZAamc08Tkygavon/t15KXfLRmwn5AOjXSpmlPF9xSSrLLuL6QdT70",
+	"cHsZU5h88N6X4BdaqpwClXaJ4/9aYs+6chThfMyFpEGOD8/G8BM58myTFDR7h0obbuOe3HQyVKq88lKa",
+	"C3l3ZrmwzWzrvu2Ar4kbcChV5hnVCVxIZiBHPmWm3dzVE/mKPkpTpuov4re3zjmNCiBhIoisXv4Gpc6K",
+	"FNZK5xn+TKCU8ZX6QHR0GIXNPlzIgYPUMhmPYxffoU8hoG0gLfyjENY2+DkZj4cuLSrUI3z74jX8v//z",
+	"f+Hb5gkQMjTgdThYokY8PpqMk3FCOUFOhKNpdDROxkdoZzG7JH2B5Bk/LDjpSajDELi9yKJp9A9un+Hz",
+	"TqneYZJ0Sj4sv7EHS7vK21WELr/pfzz74eu3P796DtjAZzrJqFki0VWCegtmUPI1n3NNeTGFr4o7Tia7",
+	"lPJqznWZRRwdH57d375ZyNRUtKLpu/dxZMrViukNTUsYmldjtkDYsyxXTBLKs1nO4du3L79zLs+BVMBv",
+	"LNeS5cCM4dY4pzBbGNT4qg0w0XscOuD6zj361j+/d4+ax3FPOU7IL4jU1f71Kz4trGfHznNx/a/foO9Q",
+	"z8WDmI7JO+ncyNnppfNL/3w/WahChrUw/A2cEAh96VLSFqxckFIXfpg8VCzCnP7VZH6l1YrbJS9NpW8M",
+	"fii4fMtzvqI6Hn5TKDxH7ub1pq5xFyi9KXj6v9788P0nM31Q2v8QmL3t2cvKeuuFOKQZwYlKy5WPZ//7",
+	"AdwgTPNonAwR7nAr9tpXVCnv29efz19+97B9Db3+ta+fb19jwH0Yxri9s1LkFs3Nprvgzv12FsjOnX7t",
+	"Hn+2E8tlFn6GQ+t16OiP35w4OkmO7n+nWWV714bizEV90j0lLdklA7CtOlJUU138vaWW37mlDVOZvF3K",
+	"9ERS3ljK3gimqxV208pcpgAcWjqD4yQByUKIo50dGUqgXPppxm9wyt50qkIvIfRHa4vBKDQRUiZhxiuf",
+	"R9ZQ8EHyG9vKbqVSlhZfvlLGPq8Tpb198pVyabj7MSZRR/L1Obn+6g06p7hMlSqCc6BoplsQzo2C0VUd",
+	"WLMyA2GJ5SVvF8q9a8SZ60SSaBodJoeno8nhKJm8nRxOk2SaJP+7UeccsdR63UzgqtnIT300iUJQmdyb",
+	"OVKJqGWWipsYyFh13MMs14VWal67wlgW3b5v1KruVcHXqAm8bTs/rS757adARHsnKgI2CwqSZu7/pM7k",
+	"T3xm/uEDltMqY+jBFpKNzIFL8jBweSgYJU8e1n5y9MD2J38COD6MRg8HU3zn8f3v9F1L0wHittf93fvb",
+	"FjL/WBiubUj3pmTS4OUdsDwfKT3y1dEt3VgQO22D78HvKG63B7+L7PYguICbVktPON3lFg6orktTOjHl",
+	"KFJwI+Bz5U0OPuZN7GM9YBWFdYbknwLNC80p1cdVnhLIe+czoXUrc9FFYJxDu2MT+6RGeO7ENbiDpkDX",
+	"vjSXXBquD8pJvdxt6P4Ht1W9StS+Yeld/xbXTQ4alyDdxnu2fvEswn3+NA2mDvESEtOdTx5NKSdkOxYb",
+	"XU/quhVcmg/rRTPN2TxXJRiWLpmuavCmKbOJq8ObziZVSIvy2lxYLUrGk5OoDpYl49MjJEPoeanKNTdL",
+	"LqHQQitm7L2dT+rOJ+OTSavzk+Nm598dTidn9YuH9YuHY3rQmBWVie4Lxt3apR5ErhnmTwHl4/8A0Lxt",
+	"GxFB/h+ZbrioghMPPgQJjTRmj3JVROweoPNJIjth7mtlhOQjiTjcjKMhuDG94PaS4s6DrJkhWs1drSXg",
+	"8+E+YMSyAzZ5HGb0Pxvdf8myizJJDk+vvjyCgU/79qjxqPYoz3iuKEPHZXeVLh912xb2S/6zwCxu+qpY",
+	"Fi5/c7mu9e1v9XKjj7j0rTnIUf8IV61+q0T1w4flqf8p2OxTQt75JuwkqTJ+psn47KilGseh1elerR5P",
+	"Wq0O22p277mwNzp2U4/6tFXXpJKkvyDyoyDy+x5AYh6SCHKC5uSvYaoy6dxVePdBZVWI02+OnxcFl1lP",
+	"4j9QXApGLhhDNRaooBmry9SWmgPPFu6CkqpNXd0/Ho+dhU59wXqpKETWU22NBnyojxISasvLj0Zt0Kwf",
+	"w/MqNE9KJtMcqgsb3cVXlGWiObMu17bHcg91zR9vt7vrdFp2+48Oo8GXjbAM2OTx05AnS99r+5kqt0xF",
+	"K0iLo7bx7jfsXXVBiBP2yeO2Ge0tc37dMs39DR874Qh7njw+PT45S46TpFn85NaF4NIcNi2O6k6qGtue",
+	"wQ87g3c8Bs154xx2OSAqjK7vGXqYw6B17cYf4i6oGOB+d0FSuwsOvbvg6C93wV/ugk90FzjMbrkLPGS3",
+	"nQUxiHBJkPVJc9KCyO50IrjbCXcp0ec+weIwSZy+7rCciomanlSq/62dyo0CiC0llm5R+AxRuvq6hQkp",
+	"gnWs1j1jmfGPjOWFiaan/sKDy1wZlNCT8ckTAuLLRq4/K1NUro4P3RPf9HScHNfXL/iq0MaFCy14O5oe",
+	"n06TJwRv1QULvvzq45Sz5sUTfSFfIrv35f5bRypadiKVjsmF45pHBjxt4tojT9k+qBf4zW3ysePbNhu7",
+	"xLzdyg8l6Jra9e/41Y9b5ad1irUp886sWUGluEICs2olUpbnm6dQqDyv7EHqbgzHyZkPpbCeGzNAae8N",
+	"e80zYcCkLOcjVdrYXS8ZbqMkncenclF9t79lMqfbIL0t6dMr66iJe+qLyUMylc++mqlssy2RRJMdMnn4",
+	"MJmsE5ydhFQpzZUchKS0PsJVN9ehDhXkZG8Raede9yWfVM8+5jg8+w+xQvY9ct5qsVhwTWdO7z0wd4hi",
+	"CLXtlsPnaNKYush0UMWQswoNKrOHMgOV5IArLK0r+Qv1mqa/3i/u3mWBINKsk53uUcMqjM8v5BlYpWKX",
+	"xVWVUsWQK3VloCxoHn250SaYciwLfnASIS+s/t41l5I9coXM3F245rJgQ/la7PJcq8I3SJnWoZc77hHo",
+	"etyEdUalaZerbYNCKPz8ui7a+xQbqkon78Y/r4URlgLACE60AUj6uC7vVI6A83zjthwZwdfWkWLesqW6",
+	"t1Hcb1M1TRg/mdHx4UfYUe/pFoWjunD7ni5RWCjt/kffviF7qoCjdm5+cAvWcZTq/t3OHrdty3BNhcPj",
+	"nglu24wPsFe6V+j8IeZXi3fqnW7UHVe+ttPHtX/saHy4w4t21mw0Oe460ZoVyP4Y63GrdXfv7okdNdx7",
+	"x+PksDdaYyxfaMVyWAqeaVUay1cPC9kctWIjR62gilkqthArlQPiD7LFwyI2R+3Ay8nk9v0OV2ZjE47/",
+	"rIW+v2sXverdu40fweu7HaQNtPx3dI3+ZdM/1EqpNrRCY6c1xMD8HU6Ey+5W3Lpmyh9D93hqnWQc/E7/",
+	"3+60wL/Sau3/FMt2PB7VGBKQURKqsVBH8UH60D52ipIvogXN50JyEHYMaD9vX6bFsjrJqpSZ15Ko/zui",
+	"YX49yXjSa/a/9eWTnchVX30pM9Cu44yBjxdjuIgm48ljdyNqHZdKxjv+LFIo2Nz9Z4kKZi3X+OZ/v0tG",
+	"Z++/uLgYuw//1XMP3ieHj+oy5nfRZIxnwmQ8eUL/HZ7Sf8cn0fuqcDlKFfuF4FHCSjGrSlTAb1pQeRig",
+	"MmlBZbdUuT4io37UPjyJuhDqfCtnrZyAB9hjVTV3X/4r9fhX+OhjMOkH2dXr6Vr4Gc/jUHXtatjjSuJj",
+	"J+cUYHHC6xljJ0J1TEXkkx5r0VWqEneVOveVr9ODg1ylLF8qY6dPkicJMZMfZeuKcZcI1apxZc7b6XT4",
+	"p+4KP6q0ZFWt8rjxt8+cO5PiGP2HMcJZvGUK4Ujd1IBGtzU1tnve8l1RZz12cqO/8Ddgun298nXLoUSi",
+	"KsDsJGI/9YapI0SHBo3E3Nv3t/8/AAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -21,6 +21,8 @@ const (
 	DefaultRateBurst       int           = 2000
 	DefaultMaxRateKeys     int           = 100_000
 	DefaultMaxBatchItems   int           = 50_000
+	DefaultMaxInFlight     int           = 64
+	DefaultMaxQueueWait    time.Duration = 50 * time.Millisecond
 )
 
 // ErrBadOptions is returned by [New] for invalid options.
@@ -61,6 +63,19 @@ type Options struct {
 	RateBurst     int
 	// MaxRateKeys bounds the number of buckets kept (default 100000).
 	MaxRateKeys int
+
+	// MaxInFlight bounds the requests handled at once, over all callers
+	// (default 64; negative: no bound). Probes and /metrics are not
+	// counted. A request that finds every slot taken waits at most
+	// MaxQueueWait (default 50ms), with at most MaxInFlight others, and is
+	// then answered 503 with Retry-After without being started. One caller
+	// (API key, else client IP) holds or awaits at most three quarters of
+	// the slots; beyond that it gets 429 with Retry-After, so that slow
+	// bodies from one client cannot take every slot. Bodies
+	// are read only once a request is admitted, so memory held by requests
+	// stays under MaxInFlight × MaxBodyBytes.
+	MaxInFlight  int
+	MaxQueueWait time.Duration
 
 	// Retrieval configures the retrieval engine: the ranking settings, the
 	// default re-rank weights, the keyword index and the embedding cache
@@ -105,12 +120,18 @@ func (o *Options) applyDefaults() error {
 	if o.MaxClockSkew == 0 {
 		o.MaxClockSkew = DefaultMaxClockSkew
 	}
+	if o.MaxInFlight == 0 {
+		o.MaxInFlight = DefaultMaxInFlight
+	}
+	if o.MaxQueueWait == 0 {
+		o.MaxQueueWait = DefaultMaxQueueWait
+	}
 	switch {
 	case o.MaxBodyBytes < 0:
 		return fmt.Errorf("%w: MaxBodyBytes %d < 0", ErrBadOptions, o.MaxBodyBytes)
 	case o.MaxBatchItems < 0:
 		return fmt.Errorf("%w: MaxBatchItems %d < 0", ErrBadOptions, o.MaxBatchItems)
-	case o.RequestTimeout < 0 || o.ShutdownTimeout < 0 || o.BodyReadTimeout < 0:
+	case o.RequestTimeout < 0 || o.ShutdownTimeout < 0 || o.BodyReadTimeout < 0 || o.MaxQueueWait < 0:
 		return fmt.Errorf("%w: negative timeout", ErrBadOptions)
 	case o.RatePerSecond > 0 && o.RateBurst < 1:
 		return fmt.Errorf("%w: RateBurst %d < 1", ErrBadOptions, o.RateBurst)

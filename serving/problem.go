@@ -30,6 +30,14 @@ var (
 	ErrUnauthorized = errors.New("missing or invalid API key")
 	// ErrRateLimited means the caller's token bucket is empty.
 	ErrRateLimited = errors.New("rate limit exceeded")
+	// ErrOverloaded means the server is handling Options.MaxInFlight
+	// requests and none finished within Options.MaxQueueWait: the request
+	// was not started. Answered with 503 and Retry-After: 1.
+	ErrOverloaded = errors.New("server overloaded: the request was not started; retry after the Retry-After delay")
+	// errCallerBusy means the caller (API key, else client IP) already
+	// holds its share of the requests in flight (three quarters of
+	// Options.MaxInFlight). Answered with 429 and Retry-After: 1.
+	errCallerBusy = errors.New("too many requests of this caller in flight: the request was not started; retry after the Retry-After delay")
 	// ErrBodyTooLarge means the request body exceeds Options.MaxBodyBytes.
 	ErrBodyTooLarge = errors.New("request body too large")
 	// ErrUnsupportedMediaType means the request body is not application/json.
@@ -121,7 +129,7 @@ func classify(err error) (status int, slug, title string) {
 		return http.StatusUnsupportedMediaType, "unsupported-media-type", "Unsupported media type"
 	case errors.Is(err, ErrUnauthorized):
 		return http.StatusUnauthorized, "unauthorized", "Unauthorized"
-	case errors.Is(err, ErrRateLimited):
+	case errors.Is(err, ErrRateLimited), errors.Is(err, errCallerBusy):
 		return http.StatusTooManyRequests, "rate-limited", "Too many requests"
 	case errors.Is(err, ErrMethodNotAllowed):
 		return http.StatusMethodNotAllowed, "method-not-allowed", "Method not allowed"
@@ -137,6 +145,8 @@ func classify(err error) (status int, slug, title string) {
 		return http.StatusServiceUnavailable, "no-trainer", "Training not configured"
 	case errors.Is(err, ErrShuttingDown):
 		return http.StatusServiceUnavailable, "shutting-down", "Shutting down"
+	case errors.Is(err, ErrOverloaded):
+		return http.StatusServiceUnavailable, "overloaded", "Overloaded"
 	case errors.Is(err, ErrBodyTimeout):
 		return http.StatusRequestTimeout, "body-timeout", "Request body too slow"
 	case errors.Is(err, errClientClosed):
@@ -226,7 +236,7 @@ func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error)
 		p.Item = &idx
 	}
 	switch {
-	case status == http.StatusTooManyRequests:
+	case status == http.StatusTooManyRequests, errors.Is(err, ErrOverloaded):
 		w.Header().Set("Retry-After", "1")
 	case errors.Is(err, eventlog.ErrFailed), errors.Is(err, ErrClusterUnavailable),
 		status == http.StatusServiceUnavailable && !errors.Is(err, ErrNoTrainer):

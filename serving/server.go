@@ -32,6 +32,7 @@ type Server struct {
 	store     *graph.Store
 	tel       *telemetry
 	limiter   *keyedLimiter
+	admission *admission // nil: no bound on requests in flight
 	keyHashes [][sha256.Size]byte
 	handler   http.Handler
 
@@ -69,6 +70,7 @@ func New(opts Options, log *eventlog.Log, store *graph.Store) (*Server, error) {
 	if opts.RatePerSecond > 0 {
 		s.limiter = newKeyedLimiter(opts.RatePerSecond, opts.RateBurst, opts.MaxRateKeys)
 	}
+	s.admission = newAdmission(opts.MaxInFlight, opts.MaxQueueWait)
 	tel, err := newTelemetry(opts.TracerProvider, s)
 	if err != nil {
 		return nil, err
@@ -88,7 +90,7 @@ func New(opts Options, log *eventlog.Log, store *graph.Store) (*Server, error) {
 // routes builds the chi router: middleware first, then the generated routes.
 func (s *Server) routes() http.Handler {
 	r := chi.NewRouter()
-	r.Use(requestID, s.observe, s.recoverer, s.identify, s.rateLimit, s.auth,
+	r.Use(requestID, s.observe, s.recoverer, s.identify, s.rateLimit, s.auth, s.admit,
 		s.bodyLimit(s.opts.MaxBodyBytes), timeout(s.opts.RequestTimeout))
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, notFoundf("no route for %s %s", r.Method, clip(r.URL.Path)))
@@ -210,7 +212,10 @@ func (s *Server) close() error {
 
 // gauges implements gaugeSource for the metrics scrape.
 func (s *Server) gauges() gaugeValues {
-	var g gaugeValues
+	g := gaugeValues{inFlight: -1}
+	if s.admission != nil {
+		g.inFlight = int64(len(s.admission.slots))
+	}
 	if cur := s.engine.Current(); cur != nil {
 		g.ready = true
 		g.modelVersion = cur.Gen.Version

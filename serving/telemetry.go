@@ -32,6 +32,7 @@ type telemetry struct {
 	stageTime   metric.Float64Histogram
 	ingested    metric.Int64Counter
 	trainRuns   metric.Int64Counter
+	shed        metric.Int64Counter
 
 	clusterPublished metric.Int64Counter
 	clusterApplied   metric.Int64Counter
@@ -52,6 +53,7 @@ type gaugeValues struct {
 	trainerLoss  float64
 	hasLoss      bool
 	training     bool
+	inFlight     int64 // requests holding an admission slot; -1 without admission control
 }
 
 func newTelemetry(tp trace.TracerProvider, src gaugeSource) (*telemetry, error) {
@@ -110,6 +112,15 @@ func newTelemetry(tp trace.TracerProvider, src gaugeSource) (*telemetry, error) 
 	if err != nil {
 		return nil, fmt.Errorf("create instrument: %w", err)
 	}
+	if t.shed, err = m.Int64Counter("hir.http.shed", metric.WithUnit("{request}"),
+		metric.WithDescription("Requests answered 503 overloaded by admission control, never started.")); err != nil {
+		return nil, fmt.Errorf("create instrument: %w", err)
+	}
+	inFlight, err := m.Int64ObservableGauge("hir.http.inflight", metric.WithUnit("{request}"),
+		metric.WithDescription("Requests being handled (holding an admission slot)."))
+	if err != nil {
+		return nil, fmt.Errorf("create instrument: %w", err)
+	}
 	t.callback, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		g := src.gauges()
 		if g.ready {
@@ -122,8 +133,11 @@ func newTelemetry(tp trace.TracerProvider, src gaugeSource) (*telemetry, error) 
 		if g.hasLoss {
 			o.ObserveFloat64(trainerLoss, g.trainerLoss)
 		}
+		if g.inFlight >= 0 {
+			o.ObserveInt64(inFlight, g.inFlight)
+		}
 		return nil
-	}, indexSize, modelInfo, trainerLoss, ready)
+	}, indexSize, modelInfo, trainerLoss, ready, inFlight)
 	if err != nil {
 		return nil, fmt.Errorf("register gauge callback: %w", err)
 	}

@@ -32,11 +32,13 @@ import (
 // model swap), printing "ADDR host:port" once it serves. With
 // $HIR_CRASH_AT set to a crash point it kills itself with SIGKILL there
 // (see armCrash), printing "CRASH point" first; with $HIR_CRASH_AT set to
-// "none" it does not train at all.
+// "none" it does not train at all, and set to "overload" it does not train
+// and admits few requests at once (TestOverload).
 const (
 	crashHelperEnv = "HIR_CRASH_DIR"
 	crashAtEnv     = "HIR_CRASH_AT"
 	crashNoTrain   = "none"
+	crashOverload  = "overload"
 )
 
 const crashKey = "crash-key-0123456789"
@@ -52,22 +54,26 @@ func TestMain(m *testing.M) {
 func crashHelper(dir, at string) {
 	var armed atomic.Bool
 	var handler slog.Handler = slog.NewTextHandler(os.Stderr, nil)
-	every := 200 * time.Millisecond
+	cfg := serveConfig{dataDir: dir, addr: "127.0.0.1:0", apiKeys: []string{crashKey},
+		trainEvery: 200 * time.Millisecond, train: tinyDemo("", dir).train, prior: defaultPriorFlags(), keepModels: defaultKeepModels,
+		ready: func(_ context.Context, _ *serving.Server, addr net.Addr) {
+			fmt.Printf("ADDR %s\n", addr)
+			armed.Store(true)
+		}}
 	switch at {
 	case "":
 	case crashNoTrain:
-		every = 0
+		cfg.trainEvery = 0
+	case crashOverload:
+		cfg.trainEvery, cfg.ratePerSecond = 0, -1
+		cfg.maxInFlight, cfg.maxQueueWait = overloadHelperSlots(), overloadQueueWait
+		cfg.apiKeys = append(cfg.apiKeys, overloadKeys...)
+		handler = slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})
 	default:
 		handler = armCrash(dir, at, &armed, handler)
 	}
 	e := &env{stdout: os.Stdout, stderr: os.Stderr, logger: slog.New(handler)}
-	cfg := tinyDemo("", dir)
-	err := serve(context.Background(), e, serveConfig{dataDir: dir, addr: "127.0.0.1:0", apiKeys: []string{crashKey},
-		trainEvery: every, train: cfg.train, prior: defaultPriorFlags(), keepModels: defaultKeepModels,
-		ready: func(_ context.Context, _ *serving.Server, addr net.Addr) {
-			fmt.Printf("ADDR %s\n", addr)
-			armed.Store(true)
-		}})
+	err := serve(context.Background(), e, cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "crash helper:", err)
 		os.Exit(3)
@@ -151,8 +157,8 @@ type crashHelperProc struct {
 }
 
 // startCrashHelper starts the helper over dir, to crash at point at ("":
-// never; crashNoTrain: never, and without training), and returns it once
-// it serves.
+// never; crashNoTrain: never, and without training; crashOverload: see
+// TestOverload), and returns it once it serves.
 func startCrashHelper(t *testing.T, dir, at string) *crashHelperProc {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")

@@ -50,6 +50,10 @@ type serveConfig struct {
 	// serving's defaults; a negative rate disables limiting).
 	ratePerSecond float64
 	rateBurst     int
+	// maxInFlight and maxQueueWait shape admission control (0: serving's
+	// defaults, 64 and 50ms; a negative maxInFlight turns it off).
+	maxInFlight  int
+	maxQueueWait time.Duration
 	// maxClockSkew is how far ahead of the server clock an event may be
 	// dated (0: serving's default, 1h; negative: no limit).
 	maxClockSkew time.Duration
@@ -88,6 +92,8 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	fs.StringVar(&cfg.redisPrefix, "redis-prefix", cluster.DefaultPrefix, "prefix of every Redis key this service uses")
 	fs.Float64Var(&cfg.ratePerSecond, "rate-limit", 0, "requests per second per API key or client IP (0: 1000; negative: no limit)")
 	fs.IntVar(&cfg.rateBurst, "rate-burst", 0, "token-bucket burst of the rate limit (0: 2000)")
+	fs.IntVar(&cfg.maxInFlight, "max-inflight", serving.DefaultMaxInFlight, "requests handled at once; more wait up to --max-queue-wait, then get 503 with Retry-After (negative: no bound)")
+	fs.DurationVar(&cfg.maxQueueWait, "max-queue-wait", serving.DefaultMaxQueueWait, "how long a request waits for one of the --max-inflight slots before it is shed")
 	cfg.prior.register(fs, "weight of the ads' engagement prior in the re-rank when a request names none")
 	level := fs.String("log-level", "info", "log level: debug, info (one access-log line per request), warn, error")
 	if err := parse(fs, args); err != nil {
@@ -157,6 +163,7 @@ func serve(ctx context.Context, e *env, cfg serveConfig) error {
 	logger.Info("event log replayed", "batches", rep.Batches, "events", store.NumEvents(), "elapsed", time.Since(start))
 	srv, err := serving.New(serving.Options{Logger: logger, APIKeys: cfg.apiKeys, ReadAuth: cfg.readAuth,
 		RatePerSecond: cfg.ratePerSecond, RateBurst: cfg.rateBurst, MaxClockSkew: cfg.maxClockSkew,
+		MaxInFlight: cfg.maxInFlight, MaxQueueWait: cfg.maxQueueWait,
 		Retrieval: retrieval.Options{Rank: cfg.prior.options(), Weights: cfg.prior.weights(), Build: cfg.build(logger)}}, log, store)
 	if err != nil {
 		return errors.Join(fmt.Errorf("create server: %w", err), log.Close())

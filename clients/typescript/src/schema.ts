@@ -526,7 +526,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description No model is served yet (train one), the server is shutting down, writes are failing (in a cluster: the shared stream is unreachable), or the request ran past the server's time limit. Retry after the number of seconds in Retry-After (5), on this replica or another. (POST /v1/model/train on a server without a trainer also answers 503, without Retry-After.) */
+        /** @description No model is served yet (train one), the server is shutting down, writes are failing (in a cluster: the shared stream is unreachable), the request ran past the server's time limit, or the server is overloaded (type overloaded: the request was not started). Retry after the number of seconds in Retry-After (1 when overloaded, else 5), on this replica or another. (POST /v1/model/train on a server without a trainer also answers 503, without Retry-After.) */
         Unavailable: {
             headers: {
                 "Retry-After": components["headers"]["RetryAfter"];
@@ -877,6 +877,7 @@ export interface operations {
             };
             401: components["responses"]["Problem"];
             429: components["responses"]["RateLimited"];
+            503: components["responses"]["Unavailable"];
         };
     };
     trainModel: {
