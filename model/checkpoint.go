@@ -1,11 +1,18 @@
 package model
 
 import (
+	"crypto/sha256"
 	"encoding/gob"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -21,6 +28,7 @@ const (
 	FileOptimizer  = "optimizer.gob"   // optimizer state, for --resume only
 	FilePrototypes = "prototypes.json" // normalised prototypes per level, for non-GoMLX readers
 	FileMetrics    = "metrics.json"    // TrainMetrics
+	FileChecksums  = "checksums.json"  // SHA-256 of the files above, written last
 	modelsDir      = "models"
 	weightsMagic   = "hir-weights-v1"
 
@@ -29,6 +37,7 @@ const (
 	// a version ([CleanStale] removes what a crash leaves of them).
 	tmpPrefix       = ".tmp-"
 	candidatePrefix = ".candidate-"
+	damagedPrefix   = ".damaged-" // Quarantine
 )
 
 // CheckpointConfig is the self-description stored in config.json.
@@ -201,6 +210,58 @@ func writeJSON(path string, v any) error {
 		return fmt.Errorf("write %s: %w", filepath.Base(path), err)
 	}
 	return nil
+}
+
+// writeChecksums writes FileChecksums into dir: the SHA-256 of each of
+// the model's files there.
+func writeChecksums(dir string) error {
+	sums := map[string]string{}
+	for _, name := range []string{FileConfig, FileWeights, FileOptimizer, FilePrototypes, FileMetrics} {
+		sum, err := fileSHA256(filepath.Join(dir, name))
+		if err != nil {
+			return err
+		}
+		sums[name] = sum
+	}
+	return writeJSON(filepath.Join(dir, FileChecksums), sums)
+}
+
+// VerifyChecksums checks the files of version directory dir against its
+// FileChecksums, naming the first that differs (ErrCorrupt) or is missing.
+// A version written without checksums passes.
+func VerifyChecksums(dir string) error {
+	var sums map[string]string
+	err := readJSON(filepath.Join(dir, FileChecksums), &sums)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("verify %s: %w", dir, err)
+	}
+	for _, name := range slices.Sorted(maps.Keys(sums)) {
+		path := filepath.Join(dir, name)
+		got, err := fileSHA256(path)
+		if err != nil {
+			return fmt.Errorf("verify %s: %w", dir, err)
+		}
+		if got != sums[name] {
+			return fmt.Errorf("verify %s: %w: checksum mismatch", path, ErrCorrupt)
+		}
+	}
+	return nil
+}
+
+func fileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("checksum: %w", err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("checksum %s: %w", path, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 func readJSON(path string, v any) error {

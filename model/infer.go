@@ -41,6 +41,9 @@ func Load(dir string) (*Model, error) {
 		}
 		dir = latest
 	}
+	if err := VerifyChecksums(dir); err != nil {
+		return nil, fmt.Errorf("load model: %w", err)
+	}
 	m := &Model{}
 	m.cfg.Model.IDRows = -1 // kept when config.json predates the per-id table
 	if err := readJSON(filepath.Join(dir, FileConfig), &m.cfg); err != nil {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
@@ -56,6 +57,9 @@ func writeVersion(mctx *context.Context, cfg TrainConfig, dataDir string, metric
 		return nil, err
 	}
 	if err := writeJSON(filepath.Join(tmp, FileConfig), CheckpointConfig{Version: version, Model: cfg.Model, Train: cfg}); err != nil {
+		return nil, err
+	}
+	if err := writeChecksums(tmp); err != nil {
 		return nil, err
 	}
 	if err := syncDir(tmp); err != nil {
@@ -156,6 +160,22 @@ func CleanStale(dataDir string) ([]string, error) {
 		}
 	}
 	return removed, nil
+}
+
+// Quarantine moves version directory dir (DIR/models/vN) aside, to
+// DIR/models/.damaged-vN-<unix time>, where neither LatestVersionDir nor
+// CleanStale nor Prune looks; it returns the new path. For a version that
+// does not load: the previous one serves and the next round resumes from
+// it, and the damaged files stay for inspection.
+func Quarantine(dir string) (string, error) {
+	to := filepath.Join(filepath.Dir(dir), fmt.Sprintf("%s%s-%d", damagedPrefix, filepath.Base(dir), time.Now().Unix()))
+	if err := os.Rename(dir, to); err != nil {
+		return "", fmt.Errorf("quarantine %s: %w", dir, err)
+	}
+	if err := syncDir(filepath.Dir(dir)); err != nil {
+		return "", err
+	}
+	return to, nil
 }
 
 // Prune removes the oldest published versions under DIR/models so that

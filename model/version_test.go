@@ -1,9 +1,12 @@
 package model
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -130,5 +133,74 @@ func TestAcceptDiscard(t *testing.T) {
 	clash := &Checkpoint{Version: "v2", Dir: mkVersion(t, dir, ".candidate-v2", FileConfig, "marker")}
 	if err := Accept(clash); err == nil {
 		t.Error("Accept replaced an existing version")
+	}
+}
+
+func TestVerifyChecksums(t *testing.T) {
+	files := []string{FileConfig, FileWeights, FileOptimizer, FilePrototypes, FileMetrics}
+	for _, tc := range []struct {
+		name    string
+		damage  func(dir string) error
+		wantErr error // nil: passes; ErrCorrupt or fs.ErrNotExist otherwise
+		naming  string
+	}{
+		{"intact", func(string) error { return nil }, nil, ""},
+		{"flipped byte in the weights", func(dir string) error { return flip(filepath.Join(dir, FileWeights)) }, ErrCorrupt, FileWeights},
+		{"flipped byte in the config", func(dir string) error { return flip(filepath.Join(dir, FileConfig)) }, ErrCorrupt, FileConfig},
+		{"missing optimizer state", func(dir string) error { return os.Remove(filepath.Join(dir, FileOptimizer)) }, fs.ErrNotExist, FileOptimizer},
+		{"damaged checksums file", func(dir string) error { return os.WriteFile(filepath.Join(dir, FileChecksums), []byte("{"), 0o644) }, ErrCorrupt, FileChecksums},
+		{"written without checksums", func(dir string) error { return os.Remove(filepath.Join(dir, FileChecksums)) }, nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := mkVersion(t, t.TempDir(), "v1", files...)
+			if err := os.WriteFile(filepath.Join(dir, FileWeights), []byte("some weights, long enough to flip"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := writeChecksums(dir); err != nil {
+				t.Fatal(err)
+			}
+			if err := tc.damage(dir); err != nil {
+				t.Fatal(err)
+			}
+			err := VerifyChecksums(dir)
+			if tc.wantErr == nil {
+				if err != nil {
+					t.Fatalf("VerifyChecksums = %v, want nil", err)
+				}
+				return
+			}
+			if !errors.Is(err, tc.wantErr) || !strings.Contains(err.Error(), tc.naming) {
+				t.Fatalf("VerifyChecksums = %v, want %v naming %s", err, tc.wantErr, tc.naming)
+			}
+		})
+	}
+}
+
+// flip inverts one bit in the middle of the file at path.
+func flip(path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	b[len(b)/2] ^= 0x04
+	return os.WriteFile(path, b, 0o644)
+}
+
+func TestQuarantine(t *testing.T) {
+	dir := t.TempDir()
+	mkVersion(t, dir, "v1", FileConfig)
+	v2 := mkVersion(t, dir, "v2", FileConfig)
+	moved, err := Quarantine(v2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(filepath.Base(moved), ".damaged-v2-") {
+		t.Errorf("moved to %s, want models/.damaged-v2-*", moved)
+	}
+	if latest, _ := LatestVersionDir(dir); filepath.Base(latest) != "v1" {
+		t.Errorf("latest version after quarantining v2 = %s, want v1", latest)
+	}
+	if removed, err := CleanStale(dir); err != nil || len(removed) != 0 {
+		t.Errorf("CleanStale removed %v (%v): a quarantined version stays for inspection", removed, err)
 	}
 }

@@ -288,14 +288,18 @@ func crashWorld(t *testing.T) string {
 
 // checkRestart starts a helper that does not train over dir and checks
 // that it gets ready, has removed what a crash left in DIR/models, serves
-// the latest complete model version and answers retrieval.
-func checkRestart(t *testing.T, dir string) {
+// version want (default: the latest complete version on disk) and answers
+// retrieval.
+func checkRestart(t *testing.T, dir string, want ...string) {
 	t.Helper()
 	latest, err := model.LatestVersionDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := model.Load(latest); err != nil {
+	wantVersion := filepath.Base(latest)
+	if len(want) > 0 {
+		wantVersion = want[0]
+	} else if _, err := model.Load(latest); err != nil {
 		t.Errorf("latest model %s does not load after kill -9: %v", latest, err)
 	}
 	p := startCrashHelper(t, dir, crashNoTrain)
@@ -329,8 +333,8 @@ func checkRestart(t *testing.T, dir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.Version != filepath.Base(latest) {
-		t.Errorf("restarted server serves %s, want the latest complete version on disk, %s", info.Version, filepath.Base(latest))
+	if info.Version != wantVersion {
+		t.Errorf("restarted server serves %s, want %s", info.Version, wantVersion)
 	}
 	res, err = http.Post(p.base+"/v1/retrieve", "application/json", strings.NewReader(`{"user":{"type":"user","id":"crash-u1"},"k":5}`))
 	if err != nil {
@@ -435,6 +439,54 @@ func TestKill9AtCrashPoints(t *testing.T) {
 			n := g.check(t, dir, "after kill -9 at "+tc.at)
 			checkRestart(t, dir)
 			t.Logf("killed at %s with %d events acknowledged", tc.at, n)
+		})
+	}
+}
+
+// TestServeDamagedModel damages the latest model version on disk (a
+// flipped bit in its weights or config, a missing weights file) and starts
+// a server: it moves the damaged version aside, says so, and serves the
+// previous version, from which the next round would resume.
+func TestServeDamagedModel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains models")
+	}
+	world := crashWorld(t) // v1
+	store, err := loadGraph(context.Background(), world, 0, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := model.Train(context.Background(), store, tinyDemo("", world).train, world, io.Discard); err != nil { // v2
+		t.Fatal(err)
+	}
+	flipMiddle := func(path string) error {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		b[len(b)/2] ^= 0x10
+		return os.WriteFile(path, b, 0o644)
+	}
+	for _, tc := range []struct {
+		name   string
+		damage func(v2 string) error
+	}{
+		{"flipped bit in the weights", func(v2 string) error { return flipMiddle(filepath.Join(v2, model.FileWeights)) }},
+		{"flipped bit in the config", func(v2 string) error { return flipMiddle(filepath.Join(v2, model.FileConfig)) }},
+		{"missing weights", func(v2 string) error { return os.Remove(filepath.Join(v2, model.FileWeights)) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.CopyFS(dir, os.DirFS(world)); err != nil {
+				t.Fatal(err)
+			}
+			if err := tc.damage(filepath.Join(dir, "models", "v2")); err != nil {
+				t.Fatal(err)
+			}
+			checkRestart(t, dir, "v1")
+			if m, _ := filepath.Glob(filepath.Join(dir, "models", ".damaged-v2-*")); len(m) != 1 {
+				t.Errorf("damaged v2 not moved aside: %v", m)
+			}
 		})
 	}
 }

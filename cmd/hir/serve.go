@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -180,7 +181,7 @@ func serve(ctx context.Context, e *env, cfg serveConfig) error {
 	train := cfg.train
 	train.Logger = logger
 	if _, err := srv.AttachTrainer(serving.TrainerOptions{
-		Job:   retrieval.NewTrainJob(store, retrieval.JobOptions{DataDir: cfg.dataDir, Train: train, Build: cfg.build(logger),
+		Job: retrieval.NewTrainJob(store, retrieval.JobOptions{DataDir: cfg.dataDir, Train: train, Build: cfg.build(logger),
 			KeepVersions: cfg.keepModels}),
 		Every: cfg.trainEvery,
 	}); err != nil {
@@ -262,21 +263,38 @@ func connectCluster(ctx context.Context, cfg serveConfig, logger *slog.Logger) (
 // and its snapshot over the server's graph — from the files persisted in
 // the version's directory when they are there and usable (only the nodes
 // added since are embedded), otherwise by embedding every entity and then
-// persisting those files — and publishes it. Without a model, the server
-// answers retrieval with 503 until one is trained.
+// persisting those files — and publishes it. A version that does not load
+// because its files are damaged or missing is moved aside
+// ([model.Quarantine]) and the previous one is tried. Without a model, the
+// server answers retrieval with 503 until one is trained.
 func publishStored(ctx context.Context, srv *serving.Server, dataDir string, build retrieval.BuildOptions) error {
 	logger := build.Logger
-	dir, err := model.LatestVersionDir(dataDir)
-	if errors.Is(err, model.ErrNoCheckpoint) {
-		logger.Warn("no model yet: retrieval answers 503 until one is trained (POST /v1/model/train or `hir train`)")
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	m, err := model.Load(dir)
-	if err != nil {
-		return fmt.Errorf("load model %s: %w", dir, err)
+	var dir string
+	var m *model.Model
+	for m == nil {
+		var err error
+		dir, err = model.LatestVersionDir(dataDir)
+		if errors.Is(err, model.ErrNoCheckpoint) {
+			logger.Warn("no model yet: retrieval answers 503 until one is trained (POST /v1/model/train or `hir train`)")
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		m, err = model.Load(dir)
+		if errors.Is(err, model.ErrCorrupt) || errors.Is(err, fs.ErrNotExist) {
+			// A damaged version is derived data: move it aside and serve
+			// the previous one rather than nothing.
+			moved, qerr := model.Quarantine(dir)
+			if qerr != nil {
+				return fmt.Errorf("load model %s: %w", dir, errors.Join(err, qerr))
+			}
+			logger.Error("model version damaged: moved aside, serving the previous version", "dir", dir, "moved_to", moved, "err", err)
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("load model %s: %w", dir, err)
+		}
 	}
 	store := srv.Store()
 	build.PersistDir = dir
