@@ -49,8 +49,8 @@ version_start=$(version)
 echo "soak: serving $version_start on 127.0.0.1:$port, RSS $rss_start; $duration of retrieval x$concurrency + ingestion, training every $train_every"
 
 # Ingestion: batches of 20 fresh events for the world's users and ads.
-users=($(head -c 2000000 "$data/world/entities.jsonl" | grep -o '"type":"user","id":"[^"]*"' | sed 's/.*"id":"//; s/"$//' | head -200))
-ads=($(head -c 2000000 "$data/world/entities.jsonl" | grep -o '"type":"ad","id":"[^"]*"' | sed 's/.*"id":"//; s/"$//' | head -200))
+users=($(head -c 2000000 "$data/world/entities.jsonl" | grep -o '"type":"user","id":"[^"]*"' | sed 's/.*"id":"//; s/"$//' | head -200 || true))
+ads=($(head -c 2000000 "$data/world/entities.jsonl" | grep -o '"type":"ad","id":"[^"]*"' | sed 's/.*"id":"//; s/"$//' | head -200 || true))
 ingest() {
 	local end=$(($(date +%s) + $1)) n=0 errs=0 i
 	while (($(date +%s) < end)); do
