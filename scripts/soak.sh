@@ -4,16 +4,18 @@
 # background trainer that swaps in a new model every TRAIN_EVERY, and for
 # DURATION runs retrieval (`hir bench`, CONCURRENCY clients) and ingestion
 # (a curl loop posting batches of fresh events) at once. It prints the
-# requests, errors (must be 0), retrieval p50/p99, the model swaps and the
-# server's RSS at start and end. Exit status 1 when any request failed.
+# requests, errors (must be 0), retrieval p50/p99, the training rounds by
+# outcome (published ones are model swaps), the model versions left on
+# disk, and the server's RSS and Go heap in use at start and end. Exit
+# status 1 when any request failed.
 #
 #   scripts/soak.sh 10m            # the issue's figure
-#   TRAIN_EVERY=1m CONCURRENCY=8 scripts/soak.sh 2m
+#   TRAIN_EVERY=30s CONCURRENCY=8 scripts/soak.sh 2m
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 duration="${1:?usage: scripts/soak.sh DURATION (e.g. 10m)}"
-train_every="${TRAIN_EVERY:-2m}"
+train_every="${TRAIN_EVERY:-1m}"
 concurrency="${CONCURRENCY:-4}"
 port="${PORT:-18431}"
 export GOMLX_BACKEND="${GOMLX_BACKEND:-go}" GOMLX_NO_AUTO_INSTALL=1
@@ -32,10 +34,14 @@ data="$work/data"
 key="soak-key-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')"
 "$hir" synth --out "$data/world" --users "${USERS:-1000}" --ads "${ADS:-2000}" --seed 7 >/dev/null
 "$hir" import --format jsonl --src "$data/world" --data "$data" >/dev/null
-"$hir" train --data "$data" --steps "${STEPS:-30}" >/dev/null 2>&1
+# Small rounds (STEPS steps of PAIRS engagement events) so that models swap
+# often: the soak is about serving through swaps, not about model quality.
+steps="${STEPS:-20}" pairs="${PAIRS:-16}"
+"$hir" train --data "$data" --steps "$steps" --pairs "$pairs" >/dev/null 2>&1
 
 "$hir" serve --data "$data" --addr "127.0.0.1:$port" --api-key "$key" --train-every "$train_every" \
-	--train-steps "${STEPS:-30}" --rate-limit -1 --log-level warn 2>"$work/serve.log" &
+	--train-steps "$steps" --train-pairs "$pairs" --rate-limit -1 --log-level warn 2>"$work/serve.log" &
+# (warn: no access log; the rounds are counted from /metrics)
 server_pid=$!
 for _ in $(seq 600); do
 	curl -fsS "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break
@@ -44,7 +50,10 @@ for _ in $(seq 600); do
 done
 rss() { awk '/VmRSS/ {print $2 " kB"}' "/proc/$server_pid/status"; }
 version() { curl -fsS "http://127.0.0.1:$port/v1/model" | sed -n 's/.*"version":"\([^"]*\)".*/\1/p'; }
+metric() { curl -fsS "http://127.0.0.1:$port/metrics" | awk -v m="$1" 'index($0, m) == 1 {s += $NF} END {printf "%.0f", s}'; }
+heap() { echo "$(($(metric go_memstats_heap_inuse_bytes) / 1048576)) MiB"; }
 rss_start=$(rss)
+heap_start=$(heap)
 version_start=$(version)
 echo "soak: serving $version_start on 127.0.0.1:$port, RSS $rss_start; $duration of retrieval x$concurrency + ingestion, training every $train_every"
 
@@ -73,7 +82,13 @@ ingest_pid=$!
 wait "$ingest_pid"
 read -r ingested ingest_errors <"$work/ingest.out"
 rss_end=$(rss)
+heap_end=$(heap)
 version_end=$(version)
+rounds=""
+for outcome in published rejected failed; do
+	rounds+="${rounds:+, }$outcome $(metric "hir_trainer_runs_total{outcome=\"$outcome\"")"
+done
+versions_on_disk=$(ls "$data/models" | grep -c '^v' || true)
 bench=$(head -1 "$work/bench.out")
 requests=$(sed -n 's/.*"requests":\([0-9]*\).*/\1/p' <<<"$bench")
 errors=$(sed -n 's/.*"errors":\([0-9]*\).*/\1/p' <<<"$bench")
@@ -83,8 +98,8 @@ server_errors=$(grep -c 'level=ERROR' "$work/serve.log" || true)
 echo "soak: duration $duration"
 echo "soak: retrieve requests ${requests:-0}, errors ${errors:-?}, p50 ${p50:-?} ms, p99 ${p99:-?} ms"
 echo "soak: ingest batches $ingested (20 events each), errors $ingest_errors"
-echo "soak: model $version_start -> $version_end; server ERROR lines $server_errors"
-echo "soak: RSS start $rss_start, end $rss_end"
+echo "soak: model $version_start -> $version_end; training rounds: $rounds; model versions on disk $versions_on_disk; server ERROR lines $server_errors"
+echo "soak: RSS start $rss_start, end $rss_end; Go heap in use start $heap_start, end $heap_end"
 if [[ "${errors:-1}" != 0 || "$ingest_errors" != 0 || "$server_errors" != 0 ]]; then
 	echo "soak: FAILED"; cat "$work/bench.err" >&2; grep 'level=ERROR' "$work/serve.log" | head -5 >&2
 	exit 1
