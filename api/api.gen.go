@@ -129,6 +129,24 @@ type Candidate struct {
 // EdgeType defines model for EdgeType.
 type EdgeType string
 
+// EmbeddingMap defines model for EmbeddingMap.
+type EmbeddingMap struct {
+	// BasisSample Ads the basis was computed from.
+	BasisSample int `json:"basis_sample"`
+
+	// ExplainedVariance Share of the sample's variance along x and along y.
+	ExplainedVariance []float32 `json:"explained_variance"`
+
+	// Interests The coarse interests of the points, weight = their share of the points.
+	Interests    []TokenRef `json:"interests"`
+	Method       string     `json:"method"`
+	ModelVersion string     `json:"model_version"`
+	Points       []MapPoint `json:"points"`
+
+	// Total Ads with an embedding in the served model.
+	Total int `json:"total"`
+}
+
 // EntitiesRequest defines model for EntitiesRequest.
 type EntitiesRequest struct {
 	Entities []Entity `json:"entities"`
@@ -167,6 +185,26 @@ type EventTs1 = time.Time
 // Event_Ts Unix milliseconds, or an RFC 3339 string.
 type Event_Ts struct {
 	union json.RawMessage
+}
+
+// EventPage defines model for EventPage.
+type EventPage struct {
+	Entity Ref           `json:"entity"`
+	Events []EventRecord `json:"events"`
+
+	// NextCursor Absent on the last page.
+	NextCursor *string `json:"next_cursor,omitempty"`
+
+	// Total Events the entity made.
+	Total int `json:"total"`
+}
+
+// EventRecord defines model for EventRecord.
+type EventRecord struct {
+	Dst    Ref       `json:"dst"`
+	Ts     time.Time `json:"ts"`
+	Type   EdgeType  `json:"type"`
+	Weight float32   `json:"weight"`
 }
 
 // EventsRequest defines model for EventsRequest.
@@ -218,16 +256,55 @@ type InterestsResponse struct {
 	Tokens       []TokenRef `json:"tokens"`
 }
 
+// MapPoint defines model for MapPoint.
+type MapPoint struct {
+	Id    string  `json:"id"`
+	Label *string `json:"label,omitempty"`
+
+	// Token Coarse interest: the best level-0 token of the entity's bag.
+	Token *string  `json:"token,omitempty"`
+	Type  NodeType `json:"type"`
+	X     float32  `json:"x"`
+	Y     float32  `json:"y"`
+}
+
+// Member defines model for Member.
+type Member struct {
+	Id string `json:"id"`
+
+	// Text The entity's text, clipped to 200 bytes.
+	Text *string  `json:"text,omitempty"`
+	Type NodeType `json:"type"`
+}
+
+// MemberPage defines model for MemberPage.
+type MemberPage struct {
+	Items        []Member `json:"items"`
+	ModelVersion string   `json:"model_version"`
+
+	// NextCursor Absent on the last page.
+	NextCursor *string `json:"next_cursor,omitempty"`
+	Token      string  `json:"token"`
+
+	// Total Ads indexed under the token.
+	Total int `json:"total"`
+}
+
 // ModelStatus defines model for ModelStatus.
 type ModelStatus struct {
+	// History The training curve of the serving model and of the versions it was trained from (read from each version's metrics.json), oldest first, at most 500 points.
+	History   *[]TrainingPoint    `json:"history,omitempty"`
 	IndexSize *int                `json:"index_size,omitempty"`
 	Metrics   *map[string]float32 `json:"metrics,omitempty"`
 	Ready     bool                `json:"ready"`
 	TrainedAt *time.Time          `json:"trained_at,omitempty"`
 
 	// Training A background training run is in progress.
-	Training *bool   `json:"training,omitempty"`
-	Version  *string `json:"version,omitempty"`
+	Training *bool `json:"training,omitempty"`
+
+	// UsageEntropy The serving model's last logged usage entropy per prototype level (1 is uniform use of the prototypes).
+	UsageEntropy *[]float32 `json:"usage_entropy,omitempty"`
+	Version      *string    `json:"version,omitempty"`
 }
 
 // NodeType defines model for NodeType.
@@ -243,6 +320,18 @@ type Problem struct {
 	Status int     `json:"status"`
 	Title  string  `json:"title"`
 	Type   *string `json:"type,omitempty"`
+}
+
+// ProjectRequest defines model for ProjectRequest.
+type ProjectRequest struct {
+	Entities []Ref `json:"entities"`
+}
+
+// ProjectResponse defines model for ProjectResponse.
+type ProjectResponse struct {
+	Missing      []Ref      `json:"missing"`
+	ModelVersion string     `json:"model_version"`
+	Points       []MapPoint `json:"points"`
 }
 
 // Ref defines model for Ref.
@@ -331,6 +420,23 @@ type TokenInfo struct {
 	Token         string    `json:"token"`
 }
 
+// TokenPage defines model for TokenPage.
+type TokenPage struct {
+	Level int `json:"level"`
+
+	// Levels Number of token levels (prototype levels, then residual ones).
+	Levels       int    `json:"levels"`
+	ModelVersion string `json:"model_version"`
+
+	// NextCursor Absent on the last page.
+	NextCursor *string        `json:"next_cursor,omitempty"`
+	Parent     *string        `json:"parent,omitempty"`
+	Tokens     []TokenSummary `json:"tokens"`
+
+	// Total Tokens of the level (or children of parent) in all pages.
+	Total int `json:"total"`
+}
+
 // TokenRef defines model for TokenRef.
 type TokenRef struct {
 	Label *string `json:"label,omitempty"`
@@ -343,11 +449,49 @@ type TokenRef struct {
 	Weight *float32 `json:"weight,omitempty"`
 }
 
+// TokenSummary defines model for TokenSummary.
+type TokenSummary struct {
+	// Children Number of child tokens.
+	Children int     `json:"children"`
+	Label    *string `json:"label,omitempty"`
+	Level    int     `json:"level"`
+	Parent   *string `json:"parent,omitempty"`
+
+	// SampleMembers Up to 3 member ads.
+	SampleMembers *[]Ref `json:"sample_members,omitempty"`
+
+	// Size Ads indexed under the token (live).
+	Size  int    `json:"size"`
+	Token string `json:"token"`
+}
+
 // TrainAccepted defines model for TrainAccepted.
 type TrainAccepted struct {
 	Accepted bool    `json:"accepted"`
 	Message  *string `json:"message,omitempty"`
 }
+
+// TrainingPoint defines model for TrainingPoint.
+type TrainingPoint struct {
+	// Loss Mean training loss since the previous point.
+	Loss float32 `json:"loss"`
+
+	// Step Global training step.
+	Step int `json:"step"`
+
+	// UsageEntropy Per prototype level, the entropy of the cluster usage divided by log(K): 1 is uniform.
+	UsageEntropy *[]float32 `json:"usage_entropy,omitempty"`
+
+	// ValAuc Engagement AUC on the validation window.
+	ValAuc  *float32 `json:"val_auc,omitempty"`
+	ValLoss *float32 `json:"val_loss,omitempty"`
+
+	// Version The model version whose training logged the point.
+	Version string `json:"version"`
+}
+
+// Cursor defines model for Cursor.
+type Cursor = string
 
 // EntityID defines model for EntityID.
 type EntityID = string
@@ -364,10 +508,43 @@ type RateLimited = Problem
 // Unavailable defines model for Unavailable.
 type Unavailable = Problem
 
+// ListEntityEventsParams defines parameters for ListEntityEvents.
+type ListEntityEventsParams struct {
+	// Cursor The next_cursor of the previous page (opaque); omit for the first page.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+	Limit  *int    `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
 // GetSimilarParams defines parameters for GetSimilar.
 type GetSimilarParams struct {
 	TargetType *NodeType `form:"target_type,omitempty" json:"target_type,omitempty"`
 	K          *int      `form:"k,omitempty" json:"k,omitempty"`
+}
+
+// GetMapParams defines parameters for GetMap.
+type GetMapParams struct {
+	// Limit At most this many ads (evenly spaced sample).
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
+// ListTokensParams defines parameters for ListTokens.
+type ListTokensParams struct {
+	// Level Token level (default 0; ignored with parent, whose children are one level finer).
+	Level *int `form:"level,omitempty" json:"level,omitempty"`
+
+	// Parent Only the children of this token ("level.code").
+	Parent *string `form:"parent,omitempty" json:"parent,omitempty"`
+
+	// Cursor The next_cursor of the previous page (opaque); omit for the first page.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+	Limit  *int    `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
+// ListTokenMembersParams defines parameters for ListTokenMembers.
+type ListTokenMembersParams struct {
+	// Cursor The next_cursor of the previous page (opaque); omit for the first page.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+	Limit  *int    `form:"limit,omitempty" json:"limit,omitempty"`
 }
 
 // PostEntitiesJSONRequestBody defines body for PostEntities for application/json ContentType.
@@ -375,6 +552,9 @@ type PostEntitiesJSONRequestBody = EntitiesRequest
 
 // PostEventsJSONRequestBody defines body for PostEvents for application/json ContentType.
 type PostEventsJSONRequestBody = EventsRequest
+
+// ProjectEntitiesJSONRequestBody defines body for ProjectEntities for application/json ContentType.
+type ProjectEntitiesJSONRequestBody = ProjectRequest
 
 // RetrieveCandidatesJSONRequestBody defines body for RetrieveCandidates for application/json ContentType.
 type RetrieveCandidatesJSONRequestBody = RetrieveRequest
@@ -563,6 +743,13 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/entities (the `PostEntities` operationId).
 	PostEntities(ctx context.Context, body PostEntitiesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListEntityEvents A page of the events an entity made (it is their source), newest first.
+	//
+	// The stored events whose src is the entity (a user's clicks, purchases, ...; an ad's campaign link), newest first. Pass next_cursor back as cursor for the next page; it is absent on the last page. Events stored while paging shift later pages by as many. Example request: GET /v1/entities/user/u1/events?limit=2.
+	//
+	// Corresponds with GET /v1/entities/{type}/{id}/events (the `ListEntityEvents` operationId).
+	ListEntityEvents(ctx context.Context, pType EntityType, id EntityID, params *ListEntityEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetInterests The entity's Bag-of-Meaning interest tokens with labels.
 	//
 	// The tokens (one or more per level of the interest hierarchy, coarse to fine) that represent the entity in the index, with their weights and human-readable labels. Example request: GET /v1/entities/user/u1/interests.
@@ -594,6 +781,31 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/events (the `PostEvents` operationId).
 	PostEvents(ctx context.Context, body PostEventsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetMap A 2-D map of a sample of the ads' embeddings (PCA), coloured by coarse interest.
+	//
+	// Projects ads onto the first two principal components of the served model's ad embeddings. The basis is computed once per model version from an evenly spaced sample of at most 4096 ads (centred covariance, top two eigenvectors by power iteration; each axis signed so that its largest coefficient is positive). The answer holds at most limit ads, evenly spaced over all of them, each with its coarse interest (its best level-0 token); the interests list counts them. POST /v1/map/project places any entity with the same basis. Example request: GET /v1/map?limit=3.
+	//
+	// Corresponds with GET /v1/map (the `GetMap` operationId).
+	GetMap(ctx context.Context, params *GetMapParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ProjectEntitiesWithBody Place entities (users, ads, ...) on the map of GET /v1/map.
+	//
+	// Projects each entity's current embedding (as retrieval uses it: a user with events since the model was trained, or a fresh ad, is embedded now) with the basis of GET /v1/map for the same model version. Entities the service does not know are listed in missing. A read: it stores nothing.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/map/project (the `ProjectEntities` operationId).
+	ProjectEntitiesWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ProjectEntities Place entities (users, ads, ...) on the map of GET /v1/map.
+	//
+	// Projects each entity's current embedding (as retrieval uses it: a user with events since the model was trained, or a fresh ad, is embedded now) with the basis of GET /v1/map for the same model version. Entities the service does not know are listed in missing. A read: it stores nothing.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/map/project (the `ProjectEntities` operationId).
+	ProjectEntities(ctx context.Context, body ProjectEntitiesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetModel The serving model's version, training time and metrics.
 	//
@@ -627,12 +839,26 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/retrieve (the `RetrieveCandidates` operationId).
 	RetrieveCandidates(ctx context.Context, body RetrieveCandidatesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListTokens A page of the interest tokens of one level (optionally the children of one token), largest first.
+	//
+	// Browse the interest hierarchy level by level: the tokens of level (0 is the coarsest), or only the children of parent, ordered by size (ads indexed under the token, largest first, then by code). Each token carries its label, size, number of children and a few sample member ads. Pages are of the ordering at request time: pass next_cursor back as cursor for the next page; it is absent on the last page. Example request: GET /v1/tokens?level=0&limit=2.
+	//
+	// Corresponds with GET /v1/tokens (the `ListTokens` operationId).
+	ListTokens(ctx context.Context, params *ListTokensParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetToken One interest token's label, level, parent, children, size and sample members.
 	//
 	// Browse the interest hierarchy: a level-0 token is a coarse interest, its children refine it. size is the number of ads indexed under the token. Example request: GET /v1/tokens/0.1.
 	//
 	// Corresponds with GET /v1/tokens/{token} (the `GetToken` operationId).
 	GetToken(ctx context.Context, token string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListTokenMembers A page of the ads indexed under one interest token.
+	//
+	// The ads whose Bag-of-Meaning holds the token in the live index (fresh ads included), in index order. Pass next_cursor back as cursor for the next page; it is absent on the last page. Ads indexed while paging appear when they sort after the cursor. Example request: GET /v1/tokens/0.1/members?limit=2.
+	//
+	// Corresponds with GET /v1/tokens/{token}/members (the `ListTokenMembers` operationId).
+	ListTokenMembers(ctx context.Context, token string, params *ListTokenMembersParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // GetDocs This API description as a human-readable HTML page (no external assets).
@@ -763,6 +989,23 @@ func (c *Client) PostEntities(ctx context.Context, body PostEntitiesJSONRequestB
 	return c.Client.Do(req)
 }
 
+// ListEntityEvents A page of the events an entity made (it is their source), newest first.
+//
+// The stored events whose src is the entity (a user's clicks, purchases, ...; an ad's campaign link), newest first. Pass next_cursor back as cursor for the next page; it is absent on the last page. Events stored while paging shift later pages by as many. Example request: GET /v1/entities/user/u1/events?limit=2.
+//
+// Corresponds with GET /v1/entities/{type}/{id}/events (the `ListEntityEvents` operationId).
+func (c *Client) ListEntityEvents(ctx context.Context, pType EntityType, id EntityID, params *ListEntityEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListEntityEventsRequest(c.Server, pType, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // GetInterests The entity's Bag-of-Meaning interest tokens with labels.
 //
 // The tokens (one or more per level of the interest hierarchy, coarse to fine) that represent the entity in the index, with their weights and human-readable labels. Example request: GET /v1/entities/user/u1/interests.
@@ -825,6 +1068,61 @@ func (c *Client) PostEventsWithBody(ctx context.Context, contentType string, bod
 // Corresponds with POST /v1/events (the `PostEvents` operationId).
 func (c *Client) PostEvents(ctx context.Context, body PostEventsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewPostEventsRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetMap A 2-D map of a sample of the ads' embeddings (PCA), coloured by coarse interest.
+//
+// Projects ads onto the first two principal components of the served model's ad embeddings. The basis is computed once per model version from an evenly spaced sample of at most 4096 ads (centred covariance, top two eigenvectors by power iteration; each axis signed so that its largest coefficient is positive). The answer holds at most limit ads, evenly spaced over all of them, each with its coarse interest (its best level-0 token); the interests list counts them. POST /v1/map/project places any entity with the same basis. Example request: GET /v1/map?limit=3.
+//
+// Corresponds with GET /v1/map (the `GetMap` operationId).
+func (c *Client) GetMap(ctx context.Context, params *GetMapParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetMapRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ProjectEntitiesWithBody Place entities (users, ads, ...) on the map of GET /v1/map.
+//
+// Projects each entity's current embedding (as retrieval uses it: a user with events since the model was trained, or a fresh ad, is embedded now) with the basis of GET /v1/map for the same model version. Entities the service does not know are listed in missing. A read: it stores nothing.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/map/project (the `ProjectEntities` operationId).
+func (c *Client) ProjectEntitiesWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewProjectEntitiesRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ProjectEntities Place entities (users, ads, ...) on the map of GET /v1/map.
+//
+// Projects each entity's current embedding (as retrieval uses it: a user with events since the model was trained, or a fresh ad, is embedded now) with the basis of GET /v1/map for the same model version. Entities the service does not know are listed in missing. A read: it stores nothing.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/map/project (the `ProjectEntities` operationId).
+func (c *Client) ProjectEntities(ctx context.Context, body ProjectEntitiesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewProjectEntitiesRequest(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -907,6 +1205,23 @@ func (c *Client) RetrieveCandidates(ctx context.Context, body RetrieveCandidates
 	return c.Client.Do(req)
 }
 
+// ListTokens A page of the interest tokens of one level (optionally the children of one token), largest first.
+//
+// Browse the interest hierarchy level by level: the tokens of level (0 is the coarsest), or only the children of parent, ordered by size (ads indexed under the token, largest first, then by code). Each token carries its label, size, number of children and a few sample member ads. Pages are of the ordering at request time: pass next_cursor back as cursor for the next page; it is absent on the last page. Example request: GET /v1/tokens?level=0&limit=2.
+//
+// Corresponds with GET /v1/tokens (the `ListTokens` operationId).
+func (c *Client) ListTokens(ctx context.Context, params *ListTokensParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListTokensRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // GetToken One interest token's label, level, parent, children, size and sample members.
 //
 // Browse the interest hierarchy: a level-0 token is a coarse interest, its children refine it. size is the number of ads indexed under the token. Example request: GET /v1/tokens/0.1.
@@ -914,6 +1229,23 @@ func (c *Client) RetrieveCandidates(ctx context.Context, body RetrieveCandidates
 // Corresponds with GET /v1/tokens/{token} (the `GetToken` operationId).
 func (c *Client) GetToken(ctx context.Context, token string, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetTokenRequest(c.Server, token)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListTokenMembers A page of the ads indexed under one interest token.
+//
+// The ads whose Bag-of-Meaning holds the token in the live index (fresh ads included), in index order. Pass next_cursor back as cursor for the next page; it is absent on the last page. Ads indexed while paging appear when they sort after the cursor. Example request: GET /v1/tokens/0.1/members?limit=2.
+//
+// Corresponds with GET /v1/tokens/{token}/members (the `ListTokenMembers` operationId).
+func (c *Client) ListTokenMembers(ctx context.Context, token string, params *ListTokenMembersParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListTokenMembersRequest(c.Server, token, params)
 	if err != nil {
 		return nil, err
 	}
@@ -1126,6 +1458,86 @@ func NewPostEntitiesRequestWithBody(server string, contentType string, body io.R
 	return req, nil
 }
 
+// NewListEntityEventsRequest constructs an http.Request for the ListEntityEvents method
+func NewListEntityEventsRequest(server string, pType EntityType, id EntityID, params *ListEntityEventsParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "type", pType, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/entities/%s/%s/events", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewGetInterestsRequest constructs an http.Request for the GetInterests method
 func NewGetInterestsRequest(server string, pType EntityType, id EntityID) (*http.Request, error) {
 	var err error
@@ -1287,6 +1699,100 @@ func NewPostEventsRequestWithBody(server string, contentType string, body io.Rea
 	return req, nil
 }
 
+// NewGetMapRequest constructs an http.Request for the GetMap method
+func NewGetMapRequest(server string, params *GetMapParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/map")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewProjectEntitiesRequest calls the generic ProjectEntities builder with application/json body
+func NewProjectEntitiesRequest(server string, body ProjectEntitiesJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewProjectEntitiesRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewProjectEntitiesRequestWithBody constructs an http.Request for the ProjectEntities method, with any body, and a specified content type
+func NewProjectEntitiesRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/map/project")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewGetModelRequest constructs an http.Request for the GetModel method
 func NewGetModelRequest(server string) (*http.Request, error) {
 	var err error
@@ -1381,6 +1887,96 @@ func NewRetrieveCandidatesRequestWithBody(server string, contentType string, bod
 	return req, nil
 }
 
+// NewListTokensRequest constructs an http.Request for the ListTokens method
+func NewListTokensRequest(server string, params *ListTokensParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/tokens")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Level != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "level", *params.Level, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Parent != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "parent", *params.Parent, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewGetTokenRequest constructs an http.Request for the GetToken method
 func NewGetTokenRequest(server string, token string) (*http.Request, error) {
 	var err error
@@ -1405,6 +2001,79 @@ func NewGetTokenRequest(server string, token string) (*http.Request, error) {
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListTokenMembersRequest constructs an http.Request for the ListTokenMembers method
+func NewListTokenMembersRequest(server string, token string, params *ListTokenMembersParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "token", token, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/tokens/%s/members", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -1519,6 +2188,15 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/entities (the `PostEntities` operationId).
 	PostEntitiesWithResponse(ctx context.Context, body PostEntitiesJSONRequestBody, reqEditors ...RequestEditorFn) (*PostEntitiesResponse, error)
 
+	// ListEntityEventsWithResponse A page of the events an entity made (it is their source), newest first.
+	//
+	// The stored events whose src is the entity (a user's clicks, purchases, ...; an ad's campaign link), newest first. Pass next_cursor back as cursor for the next page; it is absent on the last page. Events stored while paging shift later pages by as many. Example request: GET /v1/entities/user/u1/events?limit=2.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/entities/{type}/{id}/events (the `ListEntityEvents` operationId).
+	ListEntityEventsWithResponse(ctx context.Context, pType EntityType, id EntityID, params *ListEntityEventsParams, reqEditors ...RequestEditorFn) (*ListEntityEventsResponse, error)
+
 	// GetInterestsWithResponse The entity's Bag-of-Meaning interest tokens with labels.
 	//
 	// The tokens (one or more per level of the interest hierarchy, coarse to fine) that represent the entity in the index, with their weights and human-readable labels. Example request: GET /v1/entities/user/u1/interests.
@@ -1554,6 +2232,33 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/events (the `PostEvents` operationId).
 	PostEventsWithResponse(ctx context.Context, body PostEventsJSONRequestBody, reqEditors ...RequestEditorFn) (*PostEventsResponse, error)
+
+	// GetMapWithResponse A 2-D map of a sample of the ads' embeddings (PCA), coloured by coarse interest.
+	//
+	// Projects ads onto the first two principal components of the served model's ad embeddings. The basis is computed once per model version from an evenly spaced sample of at most 4096 ads (centred covariance, top two eigenvectors by power iteration; each axis signed so that its largest coefficient is positive). The answer holds at most limit ads, evenly spaced over all of them, each with its coarse interest (its best level-0 token); the interests list counts them. POST /v1/map/project places any entity with the same basis. Example request: GET /v1/map?limit=3.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/map (the `GetMap` operationId).
+	GetMapWithResponse(ctx context.Context, params *GetMapParams, reqEditors ...RequestEditorFn) (*GetMapResponse, error)
+
+	// ProjectEntitiesWithBodyWithResponse Place entities (users, ads, ...) on the map of GET /v1/map.
+	//
+	// Projects each entity's current embedding (as retrieval uses it: a user with events since the model was trained, or a fresh ad, is embedded now) with the basis of GET /v1/map for the same model version. Entities the service does not know are listed in missing. A read: it stores nothing.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/map/project (the `ProjectEntities` operationId).
+	ProjectEntitiesWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ProjectEntitiesResponse, error)
+
+	// ProjectEntitiesWithResponse Place entities (users, ads, ...) on the map of GET /v1/map.
+	//
+	// Projects each entity's current embedding (as retrieval uses it: a user with events since the model was trained, or a fresh ad, is embedded now) with the basis of GET /v1/map for the same model version. Entities the service does not know are listed in missing. A read: it stores nothing.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/map/project (the `ProjectEntities` operationId).
+	ProjectEntitiesWithResponse(ctx context.Context, body ProjectEntitiesJSONRequestBody, reqEditors ...RequestEditorFn) (*ProjectEntitiesResponse, error)
 
 	// GetModelWithResponse The serving model's version, training time and metrics.
 	//
@@ -1591,6 +2296,15 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/retrieve (the `RetrieveCandidates` operationId).
 	RetrieveCandidatesWithResponse(ctx context.Context, body RetrieveCandidatesJSONRequestBody, reqEditors ...RequestEditorFn) (*RetrieveCandidatesResponse, error)
 
+	// ListTokensWithResponse A page of the interest tokens of one level (optionally the children of one token), largest first.
+	//
+	// Browse the interest hierarchy level by level: the tokens of level (0 is the coarsest), or only the children of parent, ordered by size (ads indexed under the token, largest first, then by code). Each token carries its label, size, number of children and a few sample member ads. Pages are of the ordering at request time: pass next_cursor back as cursor for the next page; it is absent on the last page. Example request: GET /v1/tokens?level=0&limit=2.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/tokens (the `ListTokens` operationId).
+	ListTokensWithResponse(ctx context.Context, params *ListTokensParams, reqEditors ...RequestEditorFn) (*ListTokensResponse, error)
+
 	// GetTokenWithResponse One interest token's label, level, parent, children, size and sample members.
 	//
 	// Browse the interest hierarchy: a level-0 token is a coarse interest, its children refine it. size is the number of ads indexed under the token. Example request: GET /v1/tokens/0.1.
@@ -1599,6 +2313,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/tokens/{token} (the `GetToken` operationId).
 	GetTokenWithResponse(ctx context.Context, token string, reqEditors ...RequestEditorFn) (*GetTokenResponse, error)
+
+	// ListTokenMembersWithResponse A page of the ads indexed under one interest token.
+	//
+	// The ads whose Bag-of-Meaning holds the token in the live index (fresh ads included), in index order. Pass next_cursor back as cursor for the next page; it is absent on the last page. Ads indexed while paging appear when they sort after the cursor. Example request: GET /v1/tokens/0.1/members?limit=2.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/tokens/{token}/members (the `ListTokenMembers` operationId).
+	ListTokenMembersWithResponse(ctx context.Context, token string, params *ListTokenMembersParams, reqEditors ...RequestEditorFn) (*ListTokenMembersResponse, error)
 }
 
 // GetDocsResponse429Headers the declared response headers of an HTTP 429 response for GetDocs
@@ -2098,6 +2821,89 @@ func (r PostEntitiesResponse) ContentType() string {
 	return ""
 }
 
+// ListEntityEventsResponse429Headers the declared response headers of an HTTP 429 response for ListEntityEvents
+type ListEntityEventsResponse429Headers struct {
+	RetryAfter *int
+}
+
+type ListEntityEventsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *EventPage
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListEntityEventsResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListEntityEventsResponse) GetJSON200() *EventPage {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListEntityEventsResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListEntityEventsResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ListEntityEventsResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListEntityEventsResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ListEntityEventsResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ListEntityEventsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListEntityEventsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListEntityEventsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListEntityEventsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetInterestsResponse429Headers the declared response headers of an HTTP 429 response for GetInterests
 type GetInterestsResponse429Headers struct {
 	RetryAfter *int
@@ -2417,6 +3223,207 @@ func (r PostEventsResponse) ContentType() string {
 	return ""
 }
 
+// GetMapResponse429Headers the declared response headers of an HTTP 429 response for GetMap
+type GetMapResponse429Headers struct {
+	RetryAfter *int
+}
+
+// GetMapResponse503Headers the declared response headers of an HTTP 503 response for GetMap
+type GetMapResponse503Headers struct {
+	RetryAfter *int
+}
+
+type GetMapResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *EmbeddingMap
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetMapResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetMapResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetMapResponse) GetJSON200() *EmbeddingMap {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetMapResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetMapResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetMapResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetMapResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r GetMapResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetMapResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetMapResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetMapResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetMapResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ProjectEntitiesResponse429Headers the declared response headers of an HTTP 429 response for ProjectEntities
+type ProjectEntitiesResponse429Headers struct {
+	RetryAfter *int
+}
+
+// ProjectEntitiesResponse503Headers the declared response headers of an HTTP 503 response for ProjectEntities
+type ProjectEntitiesResponse503Headers struct {
+	RetryAfter *int
+}
+
+type ProjectEntitiesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ProjectResponse
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON408 the response for an HTTP 408 `application/problem+json` response
+	ApplicationproblemJSON408 *Problem
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *Problem
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ProjectEntitiesResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ProjectEntitiesResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ProjectEntitiesResponse) GetJSON200() *ProjectResponse {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ProjectEntitiesResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ProjectEntitiesResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON408 returns the response for an HTTP 408 `application/problem+json` response
+func (r ProjectEntitiesResponse) GetApplicationproblemJSON408() *Problem {
+	return r.ApplicationproblemJSON408
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r ProjectEntitiesResponse) GetApplicationproblemJSON413() *Problem {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r ProjectEntitiesResponse) GetApplicationproblemJSON415() *Problem {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ProjectEntitiesResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ProjectEntitiesResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ProjectEntitiesResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ProjectEntitiesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ProjectEntitiesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ProjectEntitiesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ProjectEntitiesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetModelResponse429Headers the declared response headers of an HTTP 429 response for GetModel
 type GetModelResponse429Headers struct {
 	RetryAfter *int
@@ -2687,6 +3694,103 @@ func (r RetrieveCandidatesResponse) ContentType() string {
 	return ""
 }
 
+// ListTokensResponse429Headers the declared response headers of an HTTP 429 response for ListTokens
+type ListTokensResponse429Headers struct {
+	RetryAfter *int
+}
+
+// ListTokensResponse503Headers the declared response headers of an HTTP 503 response for ListTokens
+type ListTokensResponse503Headers struct {
+	RetryAfter *int
+}
+
+type ListTokensResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *TokenPage
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListTokensResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListTokensResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListTokensResponse) GetJSON200() *TokenPage {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListTokensResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListTokensResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ListTokensResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListTokensResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ListTokensResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ListTokensResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListTokensResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListTokensResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListTokensResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListTokensResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetTokenResponse429Headers the declared response headers of an HTTP 429 response for GetToken
 type GetTokenResponse429Headers struct {
 	RetryAfter *int
@@ -2778,6 +3882,103 @@ func (r GetTokenResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetTokenResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListTokenMembersResponse429Headers the declared response headers of an HTTP 429 response for ListTokenMembers
+type ListTokenMembersResponse429Headers struct {
+	RetryAfter *int
+}
+
+// ListTokenMembersResponse503Headers the declared response headers of an HTTP 503 response for ListTokenMembers
+type ListTokenMembersResponse503Headers struct {
+	RetryAfter *int
+}
+
+type ListTokenMembersResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *MemberPage
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListTokenMembersResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListTokenMembersResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListTokenMembersResponse) GetJSON200() *MemberPage {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListTokenMembersResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListTokenMembersResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ListTokenMembersResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListTokenMembersResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ListTokenMembersResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ListTokenMembersResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListTokenMembersResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListTokenMembersResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListTokenMembersResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListTokenMembersResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -2892,6 +4093,21 @@ func (c *ClientWithResponses) PostEntitiesWithResponse(ctx context.Context, body
 	return ParsePostEntitiesResponse(rsp)
 }
 
+// ListEntityEventsWithResponse A page of the events an entity made (it is their source), newest first.
+//
+// The stored events whose src is the entity (a user's clicks, purchases, ...; an ad's campaign link), newest first. Pass next_cursor back as cursor for the next page; it is absent on the last page. Events stored while paging shift later pages by as many. Example request: GET /v1/entities/user/u1/events?limit=2.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/entities/{type}/{id}/events (the `ListEntityEvents` operationId).
+func (c *ClientWithResponses) ListEntityEventsWithResponse(ctx context.Context, pType EntityType, id EntityID, params *ListEntityEventsParams, reqEditors ...RequestEditorFn) (*ListEntityEventsResponse, error) {
+	rsp, err := c.ListEntityEvents(ctx, pType, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListEntityEventsResponse(rsp)
+}
+
 // GetInterestsWithResponse The entity's Bag-of-Meaning interest tokens with labels.
 //
 // The tokens (one or more per level of the interest hierarchy, coarse to fine) that represent the entity in the index, with their weights and human-readable labels. Example request: GET /v1/entities/user/u1/interests.
@@ -2950,6 +4166,51 @@ func (c *ClientWithResponses) PostEventsWithResponse(ctx context.Context, body P
 		return nil, err
 	}
 	return ParsePostEventsResponse(rsp)
+}
+
+// GetMapWithResponse A 2-D map of a sample of the ads' embeddings (PCA), coloured by coarse interest.
+//
+// Projects ads onto the first two principal components of the served model's ad embeddings. The basis is computed once per model version from an evenly spaced sample of at most 4096 ads (centred covariance, top two eigenvectors by power iteration; each axis signed so that its largest coefficient is positive). The answer holds at most limit ads, evenly spaced over all of them, each with its coarse interest (its best level-0 token); the interests list counts them. POST /v1/map/project places any entity with the same basis. Example request: GET /v1/map?limit=3.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/map (the `GetMap` operationId).
+func (c *ClientWithResponses) GetMapWithResponse(ctx context.Context, params *GetMapParams, reqEditors ...RequestEditorFn) (*GetMapResponse, error) {
+	rsp, err := c.GetMap(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetMapResponse(rsp)
+}
+
+// ProjectEntitiesWithBodyWithResponse Place entities (users, ads, ...) on the map of GET /v1/map.
+//
+// Projects each entity's current embedding (as retrieval uses it: a user with events since the model was trained, or a fresh ad, is embedded now) with the basis of GET /v1/map for the same model version. Entities the service does not know are listed in missing. A read: it stores nothing.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/map/project (the `ProjectEntities` operationId).
+func (c *ClientWithResponses) ProjectEntitiesWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ProjectEntitiesResponse, error) {
+	rsp, err := c.ProjectEntitiesWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseProjectEntitiesResponse(rsp)
+}
+
+// ProjectEntitiesWithResponse Place entities (users, ads, ...) on the map of GET /v1/map.
+//
+// Projects each entity's current embedding (as retrieval uses it: a user with events since the model was trained, or a fresh ad, is embedded now) with the basis of GET /v1/map for the same model version. Entities the service does not know are listed in missing. A read: it stores nothing.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/map/project (the `ProjectEntities` operationId).
+func (c *ClientWithResponses) ProjectEntitiesWithResponse(ctx context.Context, body ProjectEntitiesJSONRequestBody, reqEditors ...RequestEditorFn) (*ProjectEntitiesResponse, error) {
+	rsp, err := c.ProjectEntities(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseProjectEntitiesResponse(rsp)
 }
 
 // GetModelWithResponse The serving model's version, training time and metrics.
@@ -3012,6 +4273,21 @@ func (c *ClientWithResponses) RetrieveCandidatesWithResponse(ctx context.Context
 	return ParseRetrieveCandidatesResponse(rsp)
 }
 
+// ListTokensWithResponse A page of the interest tokens of one level (optionally the children of one token), largest first.
+//
+// Browse the interest hierarchy level by level: the tokens of level (0 is the coarsest), or only the children of parent, ordered by size (ads indexed under the token, largest first, then by code). Each token carries its label, size, number of children and a few sample member ads. Pages are of the ordering at request time: pass next_cursor back as cursor for the next page; it is absent on the last page. Example request: GET /v1/tokens?level=0&limit=2.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/tokens (the `ListTokens` operationId).
+func (c *ClientWithResponses) ListTokensWithResponse(ctx context.Context, params *ListTokensParams, reqEditors ...RequestEditorFn) (*ListTokensResponse, error) {
+	rsp, err := c.ListTokens(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListTokensResponse(rsp)
+}
+
 // GetTokenWithResponse One interest token's label, level, parent, children, size and sample members.
 //
 // Browse the interest hierarchy: a level-0 token is a coarse interest, its children refine it. size is the number of ads indexed under the token. Example request: GET /v1/tokens/0.1.
@@ -3025,6 +4301,21 @@ func (c *ClientWithResponses) GetTokenWithResponse(ctx context.Context, token st
 		return nil, err
 	}
 	return ParseGetTokenResponse(rsp)
+}
+
+// ListTokenMembersWithResponse A page of the ads indexed under one interest token.
+//
+// The ads whose Bag-of-Meaning holds the token in the live index (fresh ads included), in index order. Pass next_cursor back as cursor for the next page; it is absent on the last page. Ads indexed while paging appear when they sort after the cursor. Example request: GET /v1/tokens/0.1/members?limit=2.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/tokens/{token}/members (the `ListTokenMembers` operationId).
+func (c *ClientWithResponses) ListTokenMembersWithResponse(ctx context.Context, token string, params *ListTokenMembersParams, reqEditors ...RequestEditorFn) (*ListTokenMembersResponse, error) {
+	rsp, err := c.ListTokenMembers(ctx, token, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListTokenMembersResponse(rsp)
 }
 
 // ParseGetDocsResponse parses an HTTP response from a GetDocsWithResponse call
@@ -3470,6 +4761,80 @@ func ParsePostEntitiesResponse(rsp *http.Response) (*PostEntitiesResponse, error
 	return response, nil
 }
 
+// ParseListEntityEventsResponse parses an HTTP response from a ListEntityEventsWithResponse call
+func ParseListEntityEventsResponse(rsp *http.Response) (*ListEntityEventsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListEntityEventsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest EventPage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListEntityEventsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseGetInterestsResponse parses an HTTP response from a GetInterestsWithResponse call
 func ParseGetInterestsResponse(rsp *http.Response) (*GetInterestsResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -3774,6 +5139,195 @@ func ParsePostEventsResponse(rsp *http.Response) (*PostEventsResponse, error) {
 	return response, nil
 }
 
+// ParseGetMapResponse parses an HTTP response from a GetMapWithResponse call
+func ParseGetMapResponse(rsp *http.Response) (*GetMapResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetMapResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest EmbeddingMap
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetMapResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetMapResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseProjectEntitiesResponse parses an HTTP response from a ProjectEntitiesWithResponse call
+func ParseProjectEntitiesResponse(rsp *http.Response) (*ProjectEntitiesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ProjectEntitiesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ProjectResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 408:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON408 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ProjectEntitiesResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ProjectEntitiesResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseGetModelResponse parses an HTTP response from a GetModelWithResponse call
 func ParseGetModelResponse(rsp *http.Response) (*GetModelResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -4023,6 +5577,97 @@ func ParseRetrieveCandidatesResponse(rsp *http.Response) (*RetrieveCandidatesRes
 	return response, nil
 }
 
+// ParseListTokensResponse parses an HTTP response from a ListTokensWithResponse call
+func ParseListTokensResponse(rsp *http.Response) (*ListTokensResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListTokensResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest TokenPage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListTokensResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ListTokensResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseGetTokenResponse parses an HTTP response from a GetTokenWithResponse call
 func ParseGetTokenResponse(rsp *http.Response) (*GetTokenResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -4114,6 +5759,97 @@ func ParseGetTokenResponse(rsp *http.Response) (*GetTokenResponse, error) {
 	return response, nil
 }
 
+// ParseListTokenMembersResponse parses an HTTP response from a ListTokenMembersWithResponse call
+func ParseListTokenMembersResponse(rsp *http.Response) (*ListTokenMembersResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListTokenMembersResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest MemberPage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListTokenMembersResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ListTokenMembersResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
 	// GetDocs This API description as a human-readable HTML page (no external assets).
@@ -4137,6 +5873,9 @@ type ServerInterface interface {
 	// PostEntities Upsert a batch of entities (all-or-nothing).
 	// (POST /v1/entities)
 	PostEntities(w http.ResponseWriter, r *http.Request)
+	// ListEntityEvents A page of the events an entity made (it is their source), newest first.
+	// (GET /v1/entities/{type}/{id}/events)
+	ListEntityEvents(w http.ResponseWriter, r *http.Request, pType EntityType, id EntityID, params ListEntityEventsParams)
 	// GetInterests The entity's Bag-of-Meaning interest tokens with labels.
 	// (GET /v1/entities/{type}/{id}/interests)
 	GetInterests(w http.ResponseWriter, r *http.Request, pType EntityType, id EntityID)
@@ -4146,6 +5885,12 @@ type ServerInterface interface {
 	// PostEvents Append a batch of events (all-or-nothing, idempotent by event id).
 	// (POST /v1/events)
 	PostEvents(w http.ResponseWriter, r *http.Request)
+	// GetMap A 2-D map of a sample of the ads' embeddings (PCA), coloured by coarse interest.
+	// (GET /v1/map)
+	GetMap(w http.ResponseWriter, r *http.Request, params GetMapParams)
+	// ProjectEntities Place entities (users, ads, ...) on the map of GET /v1/map.
+	// (POST /v1/map/project)
+	ProjectEntities(w http.ResponseWriter, r *http.Request)
 	// GetModel The serving model's version, training time and metrics.
 	// (GET /v1/model)
 	GetModel(w http.ResponseWriter, r *http.Request)
@@ -4155,9 +5900,15 @@ type ServerInterface interface {
 	// RetrieveCandidates Candidate ads for a user, a fresh user or an anonymous context.
 	// (POST /v1/retrieve)
 	RetrieveCandidates(w http.ResponseWriter, r *http.Request)
+	// ListTokens A page of the interest tokens of one level (optionally the children of one token), largest first.
+	// (GET /v1/tokens)
+	ListTokens(w http.ResponseWriter, r *http.Request, params ListTokensParams)
 	// GetToken One interest token's label, level, parent, children, size and sample members.
 	// (GET /v1/tokens/{token})
 	GetToken(w http.ResponseWriter, r *http.Request, token string)
+	// ListTokenMembers A page of the ads indexed under one interest token.
+	// (GET /v1/tokens/{token}/members)
+	ListTokenMembers(w http.ResponseWriter, r *http.Request, token string, params ListTokenMembersParams)
 }
 
 // Unimplemented server implementation that returns http.StatusNotImplemented for each endpoint.
@@ -4206,6 +5957,12 @@ func (_ Unimplemented) PostEntities(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// ListEntityEvents A page of the events an entity made (it is their source), newest first.
+// (GET /v1/entities/{type}/{id}/events)
+func (_ Unimplemented) ListEntityEvents(w http.ResponseWriter, r *http.Request, pType EntityType, id EntityID, params ListEntityEventsParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
 // GetInterests The entity's Bag-of-Meaning interest tokens with labels.
 // (GET /v1/entities/{type}/{id}/interests)
 func (_ Unimplemented) GetInterests(w http.ResponseWriter, r *http.Request, pType EntityType, id EntityID) {
@@ -4221,6 +5978,18 @@ func (_ Unimplemented) GetSimilar(w http.ResponseWriter, r *http.Request, pType 
 // PostEvents Append a batch of events (all-or-nothing, idempotent by event id).
 // (POST /v1/events)
 func (_ Unimplemented) PostEvents(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetMap A 2-D map of a sample of the ads' embeddings (PCA), coloured by coarse interest.
+// (GET /v1/map)
+func (_ Unimplemented) GetMap(w http.ResponseWriter, r *http.Request, params GetMapParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ProjectEntities Place entities (users, ads, ...) on the map of GET /v1/map.
+// (POST /v1/map/project)
+func (_ Unimplemented) ProjectEntities(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -4242,9 +6011,21 @@ func (_ Unimplemented) RetrieveCandidates(w http.ResponseWriter, r *http.Request
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// ListTokens A page of the interest tokens of one level (optionally the children of one token), largest first.
+// (GET /v1/tokens)
+func (_ Unimplemented) ListTokens(w http.ResponseWriter, r *http.Request, params ListTokensParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
 // GetToken One interest token's label, level, parent, children, size and sample members.
 // (GET /v1/tokens/{token})
 func (_ Unimplemented) GetToken(w http.ResponseWriter, r *http.Request, token string) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListTokenMembers A page of the ads indexed under one interest token.
+// (GET /v1/tokens/{token}/members)
+func (_ Unimplemented) ListTokenMembers(w http.ResponseWriter, r *http.Request, token string, params ListTokenMembersParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -4346,6 +6127,70 @@ func (siw *ServerInterfaceWrapper) PostEntities(w http.ResponseWriter, r *http.R
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.PostEntities(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListEntityEvents operation middleware
+func (siw *ServerInterfaceWrapper) ListEntityEvents(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "type" -------------
+	var pType EntityType
+
+	err = runtime.BindStyledParameterWithOptions("simple", "type", chi.URLParam(r, "type"), &pType, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "type", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "id" -------------
+	var id EntityID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", chi.URLParam(r, "id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListEntityEventsParams
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", r.URL.Query(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "cursor"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "cursor", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListEntityEvents(w, r, pType, id, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -4468,6 +6313,53 @@ func (siw *ServerInterfaceWrapper) PostEvents(w http.ResponseWriter, r *http.Req
 	handler.ServeHTTP(w, r)
 }
 
+// GetMap operation middleware
+func (siw *ServerInterfaceWrapper) GetMap(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetMapParams
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetMap(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ProjectEntities operation middleware
+func (siw *ServerInterfaceWrapper) ProjectEntities(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ProjectEntities(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // GetModel operation middleware
 func (siw *ServerInterfaceWrapper) GetModel(w http.ResponseWriter, r *http.Request) {
 
@@ -4510,6 +6402,78 @@ func (siw *ServerInterfaceWrapper) RetrieveCandidates(w http.ResponseWriter, r *
 	handler.ServeHTTP(w, r)
 }
 
+// ListTokens operation middleware
+func (siw *ServerInterfaceWrapper) ListTokens(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListTokensParams
+
+	// ------------- Optional query parameter "level" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "level", r.URL.Query(), &params.Level, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "level"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "level", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "parent" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "parent", r.URL.Query(), &params.Parent, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "parent"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "parent", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", r.URL.Query(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "cursor"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "cursor", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListTokens(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // GetToken operation middleware
 func (siw *ServerInterfaceWrapper) GetToken(w http.ResponseWriter, r *http.Request) {
 
@@ -4527,6 +6491,61 @@ func (siw *ServerInterfaceWrapper) GetToken(w http.ResponseWriter, r *http.Reque
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.GetToken(w, r, token)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListTokenMembers operation middleware
+func (siw *ServerInterfaceWrapper) ListTokenMembers(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "token" -------------
+	var token string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "token", chi.URLParam(r, "token"), &token, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "token", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListTokenMembersParams
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", r.URL.Query(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "cursor"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "cursor", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListTokenMembers(w, r, token, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -4668,6 +6687,21 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Get(options.BaseURL+"/v1/tokens/{token}", wrapper.GetToken)
 	})
 	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/tokens", wrapper.ListTokens)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/tokens/{token}/members", wrapper.ListTokenMembers)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/entities/{type}/{id}/events", wrapper.ListEntityEvents)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/map", wrapper.GetMap)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/map/project", wrapper.ProjectEntities)
+	})
+	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/model", wrapper.GetModel)
 	})
 	r.Group(func(r chi.Router) {
@@ -4700,123 +6734,161 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H37chs31uernO35qkxOmlRTN1t0pbaU2Jl4J05ctlOprOVPBrtBElET6ABoUUxKVfsQ+4T7JFvnAOgb",
-	"mxJlO5mpqfgfk2w0Lgfn/HCu0O9RqlaFklxaE01/j5acZVzTx9fc6s353HKN3zJuUi0KK5SMptEbniqZ",
-	"GbAK1kxYmPG50hw0viLkYhzFEb9hqyLn0XQSRyZd8hXDblZCilW5iqZJHNlNwaNpJKTlC66j29vbOCqY",
-	"Zitu/RSeSyvs5sUz/Fz1F5WTKI4ETqNgdhnFkWQr6iiL4kjzX0uheRZNrS55a2h28x2XC7uMpocnpzFO",
-	"JXyfVJMxVgu5iHAqbvC39HtreMN1/wSoj7um8F+az6Np9LeDmugH7qk5+F5lnAYjOmhuCiUNJzK8kKac",
-	"z0UquLRvrNJsQVNKlbRcWvzIiiIXKcPdOSi0muV89cUvBreqMXPcRMtEjjNdcjBcX3MNKZNSWTAWN3Ct",
-	"heUGpFrDIBPmCuZlng+fuo2FnFm/dGOZTHHJB9eTA36NC/mb5r9+mcwn/DA7So9nJ+z07PGTKI6MZbY0",
-	"0fQkeRxHVliiYXNFNDQuqdqEpbWFmR4cLIUeZ/w6rMgciMZro/Da7b4UfuW6cQRu8/PbpV87rJkBzeel",
-	"4RnMeMpKw6Gm1iMDRBZhiDJPQSq7FHJBrxEJszGQ4ABDyaFXZbmacQ1qDsaLjZCu0YjEa9oYADRP1TXX",
-	"BmYbENbwfA5KphxMwVISsFJLA4N/PH8LB5qzbPMbGLYxfudGcyZynE8prcixXzlEYeyK9aiS6z6C+dYH",
-	"DQQgmgUCfhrvofxAeUb/pkhAmKtSZtt8hUwn+DUnznqSTI5Szs/47OT4yeHpUYOzjpPjmrO+b/R3HztJ",
-	"ZUeu7efgodfffA1nxyePwfcPbsVmjL2/ZpZ/J1bCIix8Evk0sxxy7Ar4Tcp5xu8j3R1CeXx4VpPurVKw",
-	"YnIDCGDcWLMHCXE2o9wv7HNJYpqjgD/C4+WKS5iV6RW3MCi4hvNXL+CKb2LgueGAv7jG8OLVEKWSrwq7",
-	"ebgIwmDyGeXkR8mumcjZLP9UnJYKVirjOVjNhOQZbLidwqsf3rwF3GZ6dkDPQGl3FM+VW/KMpVcLjdzt",
-	"X9YfL2EnyVFTwvyc6kXuI2ojeumz8Eg1A2EcbBJdYOAJIfkwbkIqtlqW1iIuZmot43DMMc0hAOZASGCQ",
-	"5qWpEXnJNM/AWM3ZCnsppeYsXeKShzF4OnthAc0kFMzY9mlhxcpL68cw5QkOI8EuBR5KxDo4LMNTh+sx",
-	"DPo5AVfi174WdqlKCywwAbDcKGDSrPGQwY2t2jSGHg8/kzBU203dfM1kJjJmickLrQqurXA6jiBc7Ghh",
-	"cXTFN2uls8sVs+lyWw/9Sdgl8Jsix3UzmQGDX0uuN24DWQb0Hs/oq+/LwKD6pDkOlbpNS8PszFP8vgGW",
-	"ZdUBb5Xb2FRpTlDhpzpTKudMRk53dUr0XWz9Bjt4RS2JNkoTMeZKr5iNptE8V8zW3TsewaaEhY5Ulq/u",
-	"HectNn/N5/Sq64tpzTb1973V0aZG+y4ouaRsu+m/r0ZQs194anGI59mCV6qzRIX/XSRWhebG4M7FUZqL",
-	"9CqKI5Zll1ZdpkzjqotSp0tmcIBUSdSDXGu0EXCv6KyTyl62fhDyMmWrgokFtlXzS5ZdI2c5Rb3QaqUs",
-	"N6Gh5QulN67hTDPSFOZCc9NYSM2AZAUIbl47Md9mXO4b7L0zzq7AvldCvnBvTLqb1CF6NUgvrV2HWzNj",
-	"1jrpZVkmUGBY/qrVYGuxbeH6RnMSmi+vWV5ywO7ErETgHLDMTB2SzEVuuSZIHMO5BJY9MpCzUqZLAr8Y",
-	"1kuRLmHFrrgBPJ80N8vqlOJywRZ8hSd4oYXSMRDUsQzmWq3AWKbtJYHoAPWro6Ojsxh+/vnnn0cvX46e",
-	"PUM0LKW4gZXIc+FhdIi/ap5zZvglyjMMaKrPno1eKjnCt5sSXBPSYdCD7MQ4svzG9hLzYVIWR9c8tUq3",
-	"2GgPVLiLa2pR7WWba6+UtLkmc0x+16w9rDhytXnmRcZXhbJcphtkHSRzl55bhDI63XNEB6/tEX/sbn/s",
-	"jkgI/AJuJJyKkvyHeTR916CskPb0ONp2RsSNNshDI2TCaGv27/fc6AoPb+NozcViad1K5qzMLTHW1l73",
-	"uErCvnf2GQkY08bFYc+t2b3nd2DZdfAD7YdkxEEPAzI3Qt/cviEk2d7gr9wJ65EG0DrGk72GozE8v2Gp",
-	"zTeo+qE6hYrAAXLBAZmXB9R2fCHPq1emUB8RMYTDAz+50yEGOhlicBqwZ6kNgheHnM14Ttx9Id350gRd",
-	"me1NP7/inhMaJ9wLKvzX3p+FbA26A4vq/mkJ26Q+7yzwKVi0A2taw4V7dXpRJslResU39IFfROOoR7Kl",
-	"svvToIN9H0O42x62+paz3C63eT3YNr/3uP5awuXa9XHsC7ngxr7mhmR4C0hLZ+vxHtBycgiZVkXRdjQJ",
-	"DSIjdxLLyb8T3Ep9GNVSPjoj+Cd3v17Je+/07nrVOE5sv/edWoBBcJFp07xx5qhNl9jVvci7S/Wpphs3",
-	"Sdu/L045NK+9F3WH1rbZ89gh4+oyaKO98vW5lPO+xaOu2p5CNWDf6l9i0zcVd3fMLJnxm0sjfuONdTS2",
-	"dcXRHtpHa9zSQeoZEN82mjZsJO/HuGS2pd/cccL6d/BzD151vRxoqulSohYpJBRaLdDk6LfXdm9oZxfc",
-	"evpoXelvDTPHxwcY2hUNs6Rrk2RlaqlFZY8EY6QQNzzvNUYaDtgO1niHUe/REFw+fQ+t662jxCGTBMFV",
-	"8zmXGdIVGwO5SUiYUbPnEttojvRWku+Aii7SNp55p9Id6nOlI0Vspko7neVMXkXxPVvm+o3vQm+Uvx1u",
-	"iIeaAJ/Hnu6fpPPQ7VTZUlWbUJdNzbLlJqHfw46matQwuyzXtKtkjaEeBZqPNJNXU1SiWeZcHgZ6BoK/",
-	"gylXlwIO/3swEgfLIfwdUmUGLIuBXYohrJQmAxA5hF0m+OskhvF4TK43HBGFxQVVrJCpBZYZbxNm5JeC",
-	"ATkKUP/KOC+4fgrkTr2xl+40gLnQxpK/z63BHVrgng5jWCmDS0pxrb4ts+7XlqduNAorHC0FdrLx9FrF",
-	"sET+3tma5fNRLuY8JsWzIsAwvFQfhLhaA+ulaq9xpuySPgnZ7HgtZKbWfhZCV+8gjdQcOEuXQI5ApxPj",
-	"UAuuHILDClXm0IqMcnqdYkM0i0GqSmm5N7T5NdebFu1ib6kriXa7TPMy49lwDG+X3FGvYiM3IzKxf1Ge",
-	"k2pf2hgScEEr/J24Tc3nY3jm5Hq6k66exwZHw5baUJlH7MaZR5MkSe60luKozTLb8vHasYfnKC8mg0IZ",
-	"I2b5BphUcrNSpRkS7Z6C0Sms2AZmHNRKWKSi0sB/LVlecTVO+oFWFLsJVhQtqau08xvahEvDuWwhowsz",
-	"bx9w3jHaajtnueFboSsKK8YunhJ2zvnQyamJJBGoECIUEJfjI/K0uhgNeXa8r9U5lD3PkrWw4/ydVwbf",
-	"frr+Vdtkpl3fwQSTvnOIHEx7YiTLzKMt59Q+MJkpOyjJqmTZEL6A5qDwd8jlYAJfgBwGWJQBJUhGCafS",
-	"jed9FMV6Cg4JTQ2FDm9qryraaV1pouFHzTau6+FTP23nqvNI5NfXeJ8wICDRoLYDG465jrNtCAQsNBn8",
-	"1QIzsCoRhcJCAenGs6p7/Ooj1sLCktUDe4lsUMH9MoZv0CIHydckbDi1XkyXfD3CBlVP9F8ckK7IS9M5",
-	"UIYgwwpor917DjNXLOOwXoqc08j0dmMMs9RCXpHb0zhEVZI/IgTEJVJMn/pczXiGKhWiJqpNO8HQbV9A",
-	"wsn9SHgPEJLIbvP+D4VT9BshkuVmpkUGPkLI8mGvgU+67n5GFDa9bIZCe82LXnj6aclChCbPuYYrqdYV",
-	"TNP2M1vF4ZzTeU7sQc8CSUXKibck7gwgiMJAafIZGeQsQq0OL0ydQwR/AuN5uGCLOpbkZLDhGg+tFlzF",
-	"kHEaFeey4FUcm9zpLvp4xQuSD0dRMxzDuZvfiOZH86eoNjJMOKuFhQGOSl86E34KLPC2V63UmuygOTKt",
-	"JSd8gSiToY0+3nZf3RczuNebu2I3zTdOj3u02uAzb3R2nJyd9in1nXdv79SRd1n7tTayt4lehyp73GcE",
-	"TpeB+bcTGGjf1qyxcVKtY7dh7lxMS62R6SSK9kyVeqlU5vVHEpEpoVvFCUo3sC5VeeYQeBgHBqiQrWZ8",
-	"YmiPX0bI1GncLnKOk/O2eP/hfL/PQ/L1fSQIJ4GhyX9GjJ760Ls7OiheRJq278mdur1qR8f66vpVGpzS",
-	"Z441ore9q0b1lpCJ1XrUI683hUiYO++FRtsJButGBHu4LY9Nq2t7yD6bzJ0+lUbRNvaCZhbAwdtFLDO9",
-	"J8vW+UF03Z5HS8npTGBLiRqgJtneKQ/XgcOH+03GiJXImfZ+vPaMnikcjpwszYPikam0Vze56iTeZ8iu",
-	"Z7geP1Ambm9YLwu5t17YPj/OjiyIh6QJ/PGxfb+Cz+RcrdB4L1huUq8HmO9DrX3dq24ufYsn1+0LOVc9",
-	"p8xS5JnmHxuK2WqZ8+vWk6Ypw7QHhG1eoSyyyxWytt6fsDtSRXZ7isnuu5/ErllYjO9wJ2F7fXJ7UKiD",
-	"xJQ2SA+nkAQDK1VMG9QQC62swr5cE+87mlN2lJLcPHW/mzqdq/OG0900NyJDiz9VGTf9rs+KSO0JXriZ",
-	"j/HNi6hPsa6t1AeCUpvevYTGY/88TXnhk1E7GmDjSY9awI3x6ed373vVzfs+Hc7wtETgfIPc58adcaa5",
-	"Pi9tT5rXuQyJn7AQ11xW2Vh1khuMRqwQI2yiNHz74vXl+asXl/98/vObMZzna7bBM4ejKjYgt/UV37ht",
-	"TJWci0WpeTZE+6zKqAtxpxjqHHcXWW6n2z0N/c423ovmfHJcZoUS0mXpFhUfzahHH2aJ4UAVXLJCjDds",
-	"lTe+/mKUS2g7yFRqKk97lSVeoiXvlo3az4iVdgmD+iNOkI5Rkm/aRKJvO1XTJVcKj2ZtmlcK8Ig1zEB3",
-	"Umd+HmYMLgYKgVo056DAuXREu+QXcim4ZjpdipTlEJK3Qhan7CSsOqMqJKeSdxGHRbNPxhfS+yV17Zfz",
-	"5jnp1wy+YouRmo9eciZd5h6iAQW+xhfyudZKu53flbANg11pusPxhbyQyKO4XtdgesfmeKY1MPiwRIUP",
-	"nzcY9Z8fQOkL2WRWn7nqahHItMxWQlbMZBopn30MGl/IDnsOiT3hA05aafGbn/NXxA3wzw9jeM3Jfas5",
-	"IPNBKXNumt7uC1kv6EOD3T5s8dvUIamTgor/cXwDjKTXycKFrIUBBgdLitD/FoeCBk8DLyNgUs0KDoMg",
-	"NEOvwgkDDY69kIO7ZCl2gkQG9loruaDpiLrWg5Z3nExA+QVcyLCC2BGm5Qgfw08+a5b2l95wiaLCUHPi",
-	"FMr4N1PnhA8INlCNpPVGgu4V3wzJQcFaee8XcoBUr/LsP8QQvs9KbewH58qjxPfgYgjpvceHZ37fGgm8",
-	"H8YX8ifyYTV4lhwjIa16w23ckzVNOnqV7ow8EQ7IC9mT8ByDsM1E4/6ZXMi3zqOKWgsJMoiscu6YDbKK",
-	"FSmslc4z/JkkKeMr9YH4wAkWNvtwIQcOB8pkPI5dUII+hSisgbTwj0Is1uDnZDweulyekOP+7YvX8P/+",
-	"z/+Fb5uwFdIK4HVAw6gRRI4m42ScUCKL47toGh2Nk/ERGgfMLumQIybEDwtOhzsevCSRL7JoGv2D22f4",
-	"vFP+dZgknTICNIUPlnaVtyvTXFLO/3j2w9dvf371HLCBT8+RUTPtvnty9xZhILtqPueakjkKX2l1nEx2",
-	"aZLVnOvU/Tg6Pjy7v32zOKapHUTTd+/jyJSrFdMbmpYwNK/GbIEEZlmumCRoYrOcw7dvX37n/HQDqYDf",
-	"WK4ly4EZw61xnky2MKimVBtgovc4dACjnXv0rX9+7x41z5CeEo8QFI/U1f41ET6XqWfHznNx/a/foO9Q",
-	"OcPTg7D9Tjo3Ek166fzSP99PFqo4Vy0MfwMnBEJfujyqBSsXpImEHyYPFYswp381mV9pteJ2yUtTHZKD",
-	"Hwou3/Kcr6jIhN8USlvvSdm5B80D8i5QelPw9H+9+eH7T2b6oGn+ITB727OXlcnRC3FIM4ITlZYrH4T9",
-	"9wO4QZjm0TgZItzhVuy1r6gH3bevP5+//O5h+xp6/WtfP9++xoD7MIxxe2elyC3aSE0b9879dmrzzp1+",
-	"7R5/thPLpcN9hkPrdejoj9+cODpJju5/p1m5edeG4sxFfdI9Jf3WRbDZVm0iqqkuaNxSqO/c0oZ9Ry4a",
-	"ZXrc/28spRwEe8sKu2ml21LUSEkOg+MkAcmCX76d0hfqdlzOZMZvcMrWVZ1X8YIQr6K1xWAUKvcpkzDj",
-	"laGehWsgXCjmxrZSMqn+osWXr5Sxz+vsXm9ZfKVc7uh+jEnUkXx9Tv6qeoPOKZhQ5TfgHCgE5xaEc6MI",
-	"alW81CwnQFhiecnb1V3vGsHROvshmkaHyeHpaHI4SiZvJ4fTJJkmyf9u1M5GLLVeNxO4ajbyUx9NohAJ",
-	"JZ9cjlQiapmlQrM+p3AKcQ+zXBdaqXntv2FZdPu+UWC5V9lZo5Dttu2xs7rkt58CEe2dqAjYzIJPmgnr",
-	"kzr9PPHp5IcPWE4r974HW0g2MgcuycPA5aFglDx5WPvJ0QPbn/wJ4PgwGj0cTPGdx/e/03fVSQeI267i",
-	"d+9vW8j8Y2G4tiFHmTIgg2tywPJ8pPTIl/S2dGNB7LQNvge/o7jdHvwustuD4LdsWi09MWCXEDegYiRN",
-	"ObCUWEce+YDPlQs0OEY3sQ9QgFUUixiCXVJaS6E55ae4ckkCee8xJbRupdu5sIHzwnZsYp+JB8+duAZH",
-	"zhToKpHmkkvD9UE5qZe7Dd3/4LYqsojat/a869/iuslB42Kd23jP1i+eRbjPn6bB1HFJQmK6R8ijKSUy",
-	"bAcQo+tJXWyBS/OxqGimOZvnqgTD0iXTVeHYNGU2ccVj09mkisNQMpaLBUXJeHIS1RGeZHx6hGQIPS9V",
-	"ueZmySUUWmjFjL2380nd+WR8Mml1fnLc7Py7w+nkrH7xsH7xcEwPGrOi2sZ9wbhbcNODyDXD/CmgfPwf",
-	"AJq3bSMiyP8j041xVHDiwYcgoZF761GuCuPcA3Q+s2EnzH2tjJB8JBGHm8EfBDemF9xeUrB0kDXTGqu5",
-	"q7UEfD7cB4xYdsAmj8OM/mej+y9ZdlEmyeHp1ZdHMPC5yh41HtUe5RnPFaWVuJSk0iVRbtvCfsl/FpjF",
-	"TV8Vy8KFYi5Bs75RrF5u9BEXiTUHOeof4arVb5Vdffiw5Oo/BZt9HsM734SdJFWayjQZnx21VOM4tDrd",
-	"q9XjSavVYVvN7j0X9kbHbr5Mn7bqmlSS9BdEfhREft8DSMxDEkFO0Jz81T5V+pe7Xu0+qKyqR/rN8fOi",
-	"4DLryVYHikvByAVjqDAAFTRjdZnaUnPg2cLdqlG1qUvSx+Oxs9CpL1gvFYXIekqE0YAPRT1CQm15+dGo",
-	"DZr1Y3hexZNJyWSaQ3UJoLtMiVIjNGfWJYj2WO6hGPfj7XZ3B0zLbv/RYTT4WgeWAZs8fhqSO+l7bT9T",
-	"uZGpaAVpcdQ23v2GvatutXDCPnncNqO9Zc6vW6a5v5ZiJxxhz5PHp8cnZ8lxkjQrdty6EFyaw6bFUd1J",
-	"VRjaM/hhZ/COx6A5b5zDLgdEhdH15TgPcxi07or4Q9wFFQPc7y5IanfBoXcXHP3lLvjLXfCJ7gKH2S13",
-	"gYfstrMgBhFutrE+00taENmdTgR3490uJfrcp0YcJonT1x2WUwVM05NKRau1U7mRtb+lxFLp/2eI0tV3",
-	"BExIEaxjte4Zy4x/ZCwvTDQ99VX6l7kyKKEn45MnBMSXjQR1VqaoXB0fuie+6ek4Oa7vDPCljI1bAlrw",
-	"djQ9Pp0mTwjeqlsBfM3QxylnzdsS+kK+RHbvy/3Twkgtm49ql+TCccAjA36dce1dp5wbPOP9RjV50vFg",
-	"myVdZthuRYYyRE3txne858etEqQ61cKU+mXWrKBaUCGBWbUSKcvzzVMoVJ5Xth11N4bj5MyHRVjPlQ2g",
-	"tPdsveaZMGBSlvORKm3s7jcM1yGS/iIMqS9UYOyvOczpOkJvF/r8vjoC4p76auaQ0uRzoGYq22xLF9Fk",
-	"h3wdPky+6gxbx+1VTm3F0664h2d9hKuuTkN9KPD83uzeTv7tSySpnn3M0Xb2H2JR7Ht8vNViseCazo/e",
-	"i0juEMUQNtsth8/RPDF1leOgigdnFRpUJgzl5ynJAVdYWldzFgoGTX/BWdy9TAFBpFmoOd2jiFIYn+XH",
-	"M7BKxS4jq6rliSFX6spAWdA8+pJzTTDLWBZ82iRCXlj9xV8uJ3jkKmm5u/HLpWGG+qnYJVpWlVeQMq1D",
-	"L3cUsne9Z8I6A9G066W2QSFUHn5dV419ij1U5TN3Y5nXwghLwVwEJ9oAJH1c1xcqR8B5vnFbjozgi7tI",
-	"yW7ZRd3rEO63j5rmiJ/M6PjwI2yi91TGf1RXDt/TJQoL5X3/6Ns3ZE8VcNRODg8uvjomUl0A29njtp0Y",
-	"7klweNwzwW377wG2R/cOlz/ElGrxTr3TjcLXym92+rj2dR2ND3d4xM6ajSbHXYdYswTWH2M9LrLu7t09",
-	"saOGq+54nBz2Rl6M5QutWA5LwTOtSmP56mHhl6NWnOOoFSAxS8UWYqVyQPxBtnhY9OWoHUQ5mdy+3+GW",
-	"bGzC8Z+10Pd37aJXo3u38SN4fbezs4GW/45uzr/s84e6XasNrdDYaQ0xMH+JEOGyu5a1Ltrxx9A9Xlcn",
-	"GQe/0/+3O63pr7Ra+z/VsR1bRzWGBGSUhHIg1FF8wD20j52i5Ks4QfO5kByEHQPawtu3ObGsTpgqZea1",
-	"JOr/jsiWX08ynvSa8G99/V4nCtVX4MgMtAsJY+DjxRguosl48thdyVnHmJLxjj+bEyoGd//ZmoJZyzW+",
-	"+d/vktHZ+y8uLsbuw3/1XMT2yaGguo72XTQZ45kwGU+e0H+Hp/Tf8Un0vqqcjVLFfiF4lLBSzKoSFfCb",
-	"FlQeBqhMWlDZrZWtj8ioH7UPT6IuhDo/yVkrvv8Ae6wqJ+7LZaUe/woFfQwm/SC7ej3dSz7jeRzKfl0R",
-	"dVxJfOzknIIlTng9Y+xEqI6piHzSYy26UknirlLnvvRyenCQq5TlS2Xs9EnyJCFm8qNs3XHtkppaRZbM",
-	"eS6dDv/U3SFHpX6sKpYdN/42lnNNUkyi/zBGOIu3TCEcqRvmb3RbU2O75y3fFXXWYyc3+gt/I6Tb1ytf",
-	"OBvKHaoKwE5S9VNvmDpCdGjQSLK9fX/7/wMAAP//",
+	"7H39cts4tuerYDm3KtIMJVPyR2K5uqY8ncx0djrTriRdU33jXAciIQltCmADoGVNl6v2IfYJ90m2zgFA",
+	"ghQly46T6b3b/UfHNkHi6+B3vg9+jVK5LKRgwuho8mu0YDRjCn98y4xan88MU/BbxnSqeGG4FNEkesdS",
+	"KTJNjCQryg2ZsplUjCh4hYv5MIojdkuXRc6iySiOdLpgSwqfWXLBl+UymiRxZNYFiyYRF4bNmYru7u7i",
+	"qKCKLplxQ/i2VFp2dP9+wYhgt+YqxQZEzohZMFIodsNlqUlB54z0ZEF/KVn/jMglN2QmFTaacaUNtoBR",
+	"cvjcLyVT6yiOBF3CgOxHo8aw6e33TMzNIpqcHFUj10ZxMY9g3K+E4Wb9+iU0rmYelSPfRUHNou6BZ1Ec",
+	"KfZLyRXLoolRJdvS2/j4JIZF87+Ptnf+Hv/e6F4z1T0A/MauIfyHYrNoEv3hoCaPA/tUH/xDZgw7wx1T",
+	"TBdSaIYb9lrocjbjKWfCvDNS0TkOKZXCMGHgR1oUOU8pbORBoeQ0Z8s//axhV4ORw34bynMY6YIRzdQN",
+	"UySlQkhDtAFSWylumCZCrkgv4/qazMo8759ZEiQ5NW7q2lCRwpQPbkYH7AYm8gfFfvkmmY3YODtMj6bH",
+	"9OT0+QvYbkNNqaPJcfI8jgw3uIbhjLBrmFK1CQtjCj05OFhwNczYjZ+RPuDBawP/2t2+K3xhP2MXeJP0",
+	"ce5kRTVRbFZqlpEpS2mpGalX65kmuCxc48qcESHNgos5voZLmA0JHnFC4Yzjq6JcThkeJ+0OOBe20QCB",
+	"YBJ0QBRL5Q1TmkzXhBvN8hmRImVEFzRFKCiV0KT3t1fvyYFiNFv/i2i61m7nBjPKcxhPKQzP4buiDwey",
+	"DUCDCoG6Fsy1PgiwCtfML+Dn0R6cH1Ke4n8TWEAyk6XINukKiI6zG4aU9SIZHaaMnbLp8dGL8clhQFlH",
+	"yVFNWf8IvncfOQlpBrbtU9DQ279+S06Pjp8T931iZ6yH8PW31LDv+ZIbgIXPWj5FDSM5fIqw25SxjN23",
+	"dDsO5dH4tF6691KSJRVrAgDGtNF7LCGMZpC7iT3VSUxzOODPgBFeM0GmZXrNDOkVTJHzi9fkmq1jwnLN",
+	"CPzFNiavL/pwKtmyMOuHH0HSGz3hOflR0BvKczrNPxenhSRLmbGcGEW5YBlZMzMhFz+8e09gm/HZAT4j",
+	"UlmhwXPkKU2v5wqo272sHn/CjpPD8IS5MdWT3OeoDfClJ6GRagRcW9jEdSE9txCC9eMQUqHVojQGcDGT",
+	"KxF7NkcVIx4we1wQStK81DUiL6hiGdFGMbqEr5RCMZouYMr9mLh1doeFKCpIQbVpcgvDl+60PoYoj6Eb",
+	"QcyCA1NC0oFuKXAdpoak100JMBM39xU3C1kaQj0REJprSajQK2AysLFVm6DrYf+JDkO13VbypCLjGTVI",
+	"5IWSBVOGWxmHIy62pLA4umbrlVTZ1ZKadLEpsv6TmwVht0UO86YiI5Sg2Gk3kGYE32MZ/uq+pUmv+kkx",
+	"6Cq1m5b60ekz+H1NaJZVDN5Iu7GpVAyhwg11KmXOqIislG3F/V1k/Q4+cIEtcW2kwsWYSbWkJppEs1xS",
+	"U3/e0gg0RSy0S2XY8t5+3kPzt2yGr9pvUaXouv59b3E0lGg/eCEXhW07/I9VD3L6M0sNdPEqm7NKdBag",
+	"mnyI+LJQTGvYuThKc55eR3FEs+zKyKuUKph1Uap0QTV0kEoBcpBtDdoM7BXyOiHNVeMPXFyldFlQPoe2",
+	"cnZFsxugLCuoF0oupWHaNzRsLlExkbOrqaIoKcy4YjqYSE2Ar5ZTlmVczN/QYpNqp1RzfaUD4A6p8xx0",
+	"OYRizTWKiLDQpWEZmSm5DKio0tZAw0NqZtnVDVXcgvWGogjI5PUz2/szTXx7QnMp5uTWHgj8eY1amaeb",
+	"PYitRTF+uXW31phKqjQjVatKdZRcGB2TFePzhSHfwB+5ssDabNMY32PpesnMQnbjCOLjlSeorhZ2HHuf",
+	"rze0uIA3Os+XNDTvJgfAWkIFYZ6sAPMrjpFZvtZFGK1T2JxPNfW4SZF+KJ1UVU053N7OswyKMGf6reV0",
+	"m6eAuQZ7L55VrXFfuHht3xi117E146qTrUNcb46MGmMZGM0yDttA84tGgw0yaG7ZXxVDvvHNDc1LRuBz",
+	"fFqC7NCjmZ5YZjrjuWEKpYIhOReEZs80yWkp0gXy/5isFjxdkCW9ZpqAiKaYXlSCGhNzOmdLEGILxaWK",
+	"CXJ7akGCaEOVuUI5ogcqxuHh4WlMfvrpp58Gb94MXr4EgaAU/JYseZ5zJ0n04a+K5YxqdgUsjfRwqC9f",
+	"Dt5IMYC3QyZWL6Rlww8ylcSRYbemczEfxmji6IalxlqmHo1VW7lVJ9ncOLm8STWZJfJdo3YIZJerSTOv",
+	"M7YspGEiXQPpwDK313NjobRK9+yxC4J/bG9/bKVE4umF2J5gKFKwH2bR5EOwslyYk6MuXhS0ARoaABFG",
+	"G6P/uOdGVyLBXRxZhmBnMqNlbpCwNva6w67p9721z7CAMW5c7Pd8G5rBnl84E1oHjq333Ahr9dof8qD5",
+	"W5ZKlXWxjMDu2sE4phrQQVpOkdPA0rp55Lp5D3avHd7ALMmSZmwPRuPWJOAkdt5bl9bN8TMOlWke/B2k",
+	"9zmEdx+wtNahTVrVp7YuxA5++QjSeSCz3L5Jf0VutUkhf7GKjONmRIL2SLOA5Q3Jq1uamnwNGjZIbyBe",
+	"HgDSHKAV7wDbDi/FefXKhNSSeEy8jA4/WSE8JiiAx8QaGhxsrYFBAp1PWY4IeimsGB8ydpHtvX5uxh2n",
+	"DgbcybjYL51/5qLR6RZqrL+PU+g4z60JnhGDUnO11uTSvjq5LJPkML1ma/yBXUadZ15Is/8atPjrYxbu",
+	"roOsvmM0N4tNWvcmpF87PCwNALftuij2tZgzbd4yjXxiA1dKa1JjeivqZUoWRdOezxXhGapkNEczurfe",
+	"d+tkgYDb6sE92f16dd47h7frVW0psfne93JONIALKHu1FcmqmiZdwKfu5e7bxOtquHG4tN374rSGt85Z",
+	"9Zkc9X4d7clsINuYXFutch12zb5SAPc1ZVVg0D2tzW3+tqlVW5vWlGlDcnbD8kHi7ONu6+0knmkypfPh",
+	"Y3llKI3f7id/rx/BTUMj0m0E3+hcYoYv77vAXg3ZtE9USwNNYpLmHPHASDJOEjJdA3f7/BV7kOph59Yt",
+	"h1bEvZ8lgm2z2tx/oJ5Q7HQkvK9Aeo7m7ozdsoyUInMmcfzMHlKp7a7rvFoh1S5c57rDG+8qptRc+AUH",
+	"LF53ExEa0LmYk7RUN7X1jakb+KNziYjMP3CDQoUf+Iz34KBS36v1e0bThW/8TJMlM4qnevizlqIfE5ln",
+	"cOAxvCIm1JCl1IYcJ8mD7WZu9FuNVrgZV5r/iwXbGHAiN7A9jCkbqnm9+shqg6aB9dytzxU1D5D+3aS6",
+	"RKy2/ws2SZWCcHSzFErOFdO625JfajpnV0wYJYst1NDYd7T3AC7L+RzoGV4n7nV0UhZKGgn9WOgmvZH1",
+	"J3GYJwGZpAq2cQ11/zNNttuPfess2T3pOisVtAVGfBf9QgG5A6N72+KelanBFpW13ZvaC37L8k5TexBe",
+	"0BLxnDu0UyL3Ds2uh8Z+rWWfAUL36y1nMyasHdawJUEnIMpQMVktGCKfYrBXUrAtElpbwA2eOZfpDstY",
+	"Zf6I6FSWZjLNqbiO4nu2zH433iU0XygJPz6dzdYLafTW66BJkjyZAbca7jZJcsm1dif9IcN9OEt8Mj/A",
+	"PRb7yvjuZ9a1LDCLLeLPQ220X06UeeuiCLbSWiprG/dVaPpruHKtj8idy1QOAru4YWrpHSXslqaGKDZQ",
+	"VFxPCBWEZtYtq0lHR+SPRJfLK07G/9Ub8INFn/yRpFL3aBYTesX7ZCkVWujhnNOrBP46islwOMTwAOgR",
+	"IM8GfhkuUkNopp3RPrP+nB46M4lUJGOsYOqMYMjHrbmyqpRn38YhitP4iH3ajy1TVyyFubZYfSOaYDDw",
+	"Mxw4UcWt1zImC0Cpra1pPhvkfMZiFFGqBej7l2otEmaryWohm3OcSrPAn7gIP7ziIpMrNwquqndgjeTM",
+	"CjcYrGANStDVnEkrS5Alo6JqhV4TfB3j13AUvVSWwrtLYbnUurF2sXOlSMGAq6d5mbGsPyTAoHH1KjKy",
+	"I0IfyM/SUVLt7x+ShNjAOhRCgdrkbDYkLy06T7auq6Ox3mG/oXNX9mt6a+3XFVZuM2fHUZNkNs/HW0se",
+	"jqLcMekVUms+zdeECinWS1nqPq7dGdEqJUu6JlOGkbqwilIR9ktJ84qq95YeaxNkC/7b+MpucROuNPMa",
+	"reNvNhR2U9RyjslG2xnNNdsIr8PQx9jGfPmds3E+GHgBS8KNtlCAVA6PMBrEqhUoibt4EBv04mgWFfMt",
+	"kuCsspbuZyi7bvo0cNe3EMGoS5pAD+CeGEkz/WzDe7gPTGbS9Eo0ydKsT/5Ewk7JH0kueiPyJwLqh4VF",
+	"4VECzyjiVLp2tA9HsR6CRUJdQ6HFmzryQwOwtU4Tdj8I29hP98/csK0v1SFR6C+37yMGeCTq1UbUwHPa",
+	"8ob2CQILDgb+agjVZFkCCvmJElg3llWfh19dVC03ZEHrjt2JDFbB/mVI/ioVoUSwFR42GFonpgu2GkCD",
+	"6kv4T+yRrshL3WIofSL8DHCv7XsWM5c0Y2S14DnDnvHtoA+9UFxco19aW0SVgj1DBIQpYtwxftMHKGgM",
+	"IWHbwdBun0fC0f1IeA8Q2ryBDdr/obAqZxDGtVhPFc+Ii2Kkeb/TNIEay37SIjS9CsM1OxXdTnj654L6",
+	"KLI8Z4pcC7mqYBq3n5oqVtBGBcyQPPBZZUlIGdKWgJ0hAKKkJxU6XNAWg6jVooWJ9SbAn4h2NIypGn6h",
+	"7BkMYhd8qzmTMckY9gpjmbMq1hbjHWyE5DUr8HzYFdX9ITm34xvg+HD8GHkLBON5NTekB73iL60BnxHq",
+	"aduJVnKFGvkMiNZglEQBKJMxkaLW9cCgjnvd7Ut6G74RJJ/UUq23JgYfO0pOT7pUs9a7dztl5G0KTi2N",
+	"7K171OGUHZoOgtOVJ/5NAwbu24oGGyfkKrYbZvliWioFRCfgaE9lqRZSZk5+xCMyQXSrKEGqAOtSmWcW",
+	"gfuxJ4AK2WrCR4J2+KW5SK3EbY1pgdWsmznvY99c3bcEnhNoHPwTYvTEhQdb1oEGP5S03Zcs1+0UO+7R",
+	"HANK6VLHggjTbjsmU0tEJlrLUc+c3ORDlSy/5wp0J9JbBVG2/c3zGGpdm1126WSW+1QSRVPZ85KZBwen",
+	"F9FMd3KWDf6B67o5joaQ0xrAhhDVA0myuVMOrj2F9/cbjOZLnlPlnGDNEb2U0B2aykJG8UxX0qsdXMWJ",
+	"9+my7Vat+/crEzc3rJOE7FuvTZc1bov35SGhzF8+/tjN4Ik8kw9zyISr9wgT1L6+ye0+DvR7vhYz2cFl",
+	"FjzPFHtsHMOmU5PdNJ6EqgxVDhA2aQXDU6+W6LnSn2vT2+6z2OaV2uJNspNxH9y6sN0+ux0LgY86wPgf",
+	"tece/bi2Hem1nAXaGY4U0zwD7V0K5x3ocNJ8PY/fju19jJv+XblcUrV+QDj1e6vUO+R0fhWpiCdxeGIH",
+	"2Ue7fp7jZPQjoqs9YbidrP2MO+IDquCDTVK5/zR1zNTOcEISr4zboHtt2s4lRy4zzPYBWjnzlFWlJ7Up",
+	"DOX8ir5SmXWv0tZIhUs78iG8eRl1Ucuj4+6aZ3PrQnvy2Ql4244ftnFGou55f3kAbEX0FsRIckhsAy/7",
+	"PAVI7u2FJ72c37D+PXTwCGCN6z3p3E6Q+M/TlBUuV7al/AVPOjQCprWD590jqz6zdQiVr3zz/ErdsWVv",
+	"GBW1pxnaBApNXUMBPrmn6GhYsdnN33I5pXndEbTq3qN7nNgXm27p2McRod/ae2JsSqRzamf8hoOuOF2T",
+	"XM57f+9PSOjK/lyfNc2vaJl2hdlVAvr5j996BnVDc9BeuBTEWv/2W1joxe/hHq1rZrqpS1lF1TUhq4XU",
+	"LKQBjAaokpyG9/p1a46Dmx9bUvvYZWHQLC1BrH8Hx94lozGqmDovTUei5LnwqdNkzm+YqPIZ6zRRMhjQ",
+	"gg+giVTku9dvr84vXl/9/dVP74bkPF/RNWhEDDa/h67xa7a2jCOVYsbnpWJZH+iiykn1Dt+Y1FUibNBw",
+	"M2H1zH93unY+HusxYiLDdcM896LiXFP8ogtHicmBLJigBR+u6TIPfv1ZS5sSepDJVFfe/KrOQim0nzbo",
+	"5gNamoWNy7E/wgAR/RBYEWdwfZvJzjY9mTtZuxW/57XrAQ2MlFaPzNw49JDY8FbiVwvH7M0LNqHXLNil",
+	"WHCmqEoXPKV5FRPo86BFK+Xbmvx8ejf6vqDbayFXIr4Uzmumaq+RMx6j9YeSv9D5QM4GAGk29xX4AfKJ",
+	"4aV4pZRUdue3lTwgvW2J7v3hpbgUQKMwX9tgsmNzHNFq0vu04Mo+Dwj175+IVJciJFaX+22reaDhM1ty",
+	"URGTDpKmuwg0vhQt8uwjeZJPMGip+L/cmP+C1ED+/mlI3jJ0LipGgPhIKXKmQ1/spagn9Ckgt08b9Dax",
+	"sps9BRX9Q/+aUDy99ixcivowkN7BAoOv/xX7kiBuDdwZITpVtGCk5w9N3xkYuCYBxV6K3q6zFNuDhObf",
+	"lZJijsPhdbUUnN5RMgJ0xglcCj+D2C5Mw007JP90eee4v/iGTbXmGpsjpWDNDD2xLmKPYCjl+7IPQYr7",
+	"NVv30XxOG5UjLkUPVr2qVPEpJv73aam0+WQdTVg6whvAfYL80fjU7VuQAv9peCn+iR6WgGbRbO8LE6yZ",
+	"iTvqDqAFqSoYADThRfJL0VEyICbchKn63SO5FO+tvw9ESjzIhGeVXqTXQCqGp2QlVY7RiXiSMraUn5AO",
+	"7MGCZp8uRc/iQJkMh7F1meNPPtJLk7Rwj3y8l4afk+Gwb9M0fJWI716/Jf/nf/1v8l0IWz5inLz1aBgF",
+	"DDYaDZNhgjkKlu6iSXQ4TIaHUYyFlpDJIRHCD3OGohkIZngiX2cgHTHzEp63CiiNk6RViMOwW3OwMMu8",
+	"WdvJ5lv8j5c/fPv+p4tXBBq4zAvRqFzVZuOdZUyAXBWbMYVx+oWrVXSUjLaJ8NWY6+IXcXQ0Pr2/fVhe",
+	"JpQOosmHj3GkvXIUvYczD+MKRkvwwCzKJRUITXSaM/Ld+zffu4JfQhJ2a5gSNCdUa2ac8YHONcgs1Qbo",
+	"6CN07cFo6x59557fu0chD+kokuID7yJ5vX9VEZem0rFj56Du/Ns36HsQzoB7ILbvXOcgILdznd+45/ud",
+	"hSoKoz4MfyD2EHB1ZVNk5rScoyTi/zB66LHwY/p3L/OFkktmFqysAq5J74eCifcsZ0ss08JuC6mMs/Nv",
+	"3YOQQe4CpXcFS//nux/+8dlE7yXNLwKzdx17WakcnRAHa4ZwItNy6UKEfnsA1/PDPBwmfYA72Iq99hXk",
+	"oPv29afzN98/bF/9V3/f16fb15jAPvRj2N5pyXMDOlKo4+7cbys2b93pt/bxk3EsG3L/BEzrrf/Ql9+c",
+	"ODpODu9/J6x9tmtDYeS85nRnKN/a+Cq6Ud0LxFQb0tQQqHduaaDfoQlP6g7n9DuDAXFe38LE+DCTEmMa",
+	"pGCkd5QkRFDvNW6mDfiyHza3xFpTqbF1Gytvto+mwLnFREsQ7lMqyJRVinrmS74aV4q1kbqC5RsadHkh",
+	"tXlVJ246zeIv0ubY7EeYuDqCrc7RpFpv0Dm6uqvoOxgDBojYCcHYML6nqn0SZopHaGQrWTPR4EMQulPH",
+	"5kWTaJyMTwaj8SAZvR+NJ0kySZL/DKrPRTQ1TjbjMGs6cEMfjCIfp4M22xxWyVpFFxLU+hyd/Ug91DBV",
+	"KClntf2GZtHdx6BE2V5Va4I6OHdN851RJbv7HIho7kS1gGGCcxLmIo/qzOLEZQqPHzCdRlp1B7bg2cgs",
+	"uCQPA5eHglHy4mHtR4cPbH/8FcDxYWv0cDCFd57f/05XseAWEDdNxR8+3jWQ+cdCM2V8HhTG53vTZI/m",
+	"+UCqgSuK15CNOZLTJvge/ArH7e7gV57dHdTB7Y7PdiTWhbkRzqSuVeq9ng6ke9THytiI45j40nEakzdc",
+	"6DA8d6YLknNx3Y8B1aqMyiG5oFo3il5PaXoNMoT71RdpQjAGffgMYJtrQre4ykkjqd9xrcImNegFnxlb",
+	"Rdm6osl0jZHHVKyxugaggLcPTQjW+A1XEmZ8UHpL5Z/RRvTNeJMtfM8dW1i/8qn8YQXwD90kVDc5CEpf",
+	"38V7tn79cp+2rvY4tKwEo3F3wXCcXkO9rOLqjx8WVg/0/XmSWx0thBwIK5C7XjC8MCjy8KEqdWOZ1eh5",
+	"k+PY+jaO540Gh8n75HSCbO8/64a+OqJ3m49gCo3QjWhchSFMjpL9eVhV/ajLBGItPnDi7WS+CvYf/caw",
+	"+S5uSEF+SYJAeyrCIkqkZxHBBUzKUqWsjTMBTrLbIseotZ1A2Si4uBUrXV5LDwvyKExlw/wYGwzjBl35",
+	"irwHaR37go1GYphIn5gFRqcXiiGqBUDrXEso1jayZixpWndVy3joEmoegGjVdDfB7G/MVIVGvhqQfQ3A",
+	"aMVqRTejOqAIpuZiTqKpYnSWy5Jomi6oqoonTVJqEltAaTIdVVEWmFNhwzOiZDg6DlAkGZ4cwjL4Ly9k",
+	"uWJ6wQQpFFcSeNh9Hx/VHx8Nj0eNjx8fhR//fjwZndYvjusXx0N8EIwKa8jtK7W2i850AFlNMP9fIthj",
+	"VfXA2hLUTGk5gys4ceCDkBCk0DmYq/zd9wCdC1DeCnPfSs0FGwgQWEMvOYAbVXNmrjB+pZeF2UnV2OVK",
+	"EHje3weMaHZAR8/9iP4cfP4bml2WSTI+uf7mkPRcyqFDjWe1623KconR4TazoLS5UJtGQzflryiV1UZ9",
+	"mm25nyWYbvSIO0vCTg67e7juFubGv0FhzsUwffBC3HFSRZtPkuHpYVOi861O9mr1fNRoNW7aIzr5wt7o",
+	"2A5771LrbZPqJP0OkY+CyH90ABJ1kISQUxV2trcI1AWf8SaX+6Cy0pO77ZbnRcFE1pF0StCBTwbWa435",
+	"vSCgaaPK1JSKEZbNbfXiqk1dlnE4HFpTJn7L6d6dZfJA3vW5+VyQ2kTlesM2UqSgD1eBNyhkUsVIdd+Q",
+	"vbcBY8gUo8bmeXWYOL0W+3gDp1WoGgbOHy1GOwMC1rocPT/zOVr4e21oxKoBgTEhLQ6bVs69tT/8O7tp",
+	"2DBd+d+tcARfHj0/OTo+TY6SJEy8t/MCcAm7TYvDQJf0VXo6Oh+3Om+ZVrdorRuW2gqj6zr8D7OsNuql",
+	"fhG7akUA99tVk1qZHzu76uHvdtXf7aqfaVe1mN2wqzrIblpVY8J9BXHjQmKFITzbaW1d2tspOkVoV1tJ",
+	"26Is3itqb+wzKwnKn0h5gZkffuJheTt/LcEzBMkgHRHrrNjLLXhwtwX6vQqmWtHRNrbUMpd8bdlg5m6v",
+	"QO7pMm+PktMTHGovZcIAk0ilv7QgJkYWOGjG50zYevFoRi3kiinCjeMdZ66ozC3XRPO5gJ6k5UDcaJID",
+	"n8b6MKy6ho5rUkjNDWY94NRs6B1ZyDzT1fDs1Vs003FrJrZicp7XJXlwCKgfQZ+tSzJsjulmOc/+WcNq",
+	"o0nOcaC+2sNyGNz/RIuDwu4uKXKaIv+tHJmV61HTpdunHWrQkhbOonzYqbW8ocWmxtKSSqrcaW6N2nYb",
+	"uza837jM8vDBFmCnJ3i14fgrqA3Nu17sALoua/mQDA9HcTIcjT82Lk4JTDrasLmSNCcLzjIlS23Y8mF2",
+	"ncO2cdjffRIVKZ3gKRlvPdgwdrcPWfNIR1vMUr4oWqUQgabzuNk051CLGFhvNhkejbGi7CAZjg5hXs7E",
+	"DUPeX5wI7+zZEuECgPk1WPBvX5M5J+PBS1gPq8LUgFzXGKprwfQuvj3Hgg65LJVN2Wjh2k5bdwBY25Wb",
+	"il8hfla2HB9AUWtSPbyr0+dVlBpvV5k8sLSEi8q2KRE0ixu1TIRc9WsctaxOzkLMrDyECLINjge6j1MO",
+	"w/oumcQbVg1mY6DyAwhvFSlXC3BIzrFgxIRwpylpfxFZh4Zkl+tJ4kBg4c5F1o4F8aqSTacAPWl7iMc2",
+	"JWabRvQQPaFV1PKLKAqNJaimWJWf/PBxT4jEJXhCiHSFVxEkxyMEyWSYHLcW9stgcgXJo8dt13ZrVGVp",
+	"5kw/c/KXFPp37eg3ySouQMYMwkEwWSS2wvBwOOz7cAjHTAKY3M0V8GbQberLuUuAGSeJhWJriMIqXGG8",
+	"nFVoqtDBoHLQpiyLHX6uQFhVC//gc4LHx8PjFz5z92QjBfcDGoWT4YsX8L/RxzB492aExt+wCvcILeN1",
+	"lL99RjPtHkE3GvvBuV41xnBD86ug8A5m1Vrpqk5/HZ8Mk6O6Krcr0RjU4W7Yew4nRyeT5AXae6q6264W",
+	"2gMnui+AhMXau7IJcK9dmOBXi1BueMnaZcDdPOM6cBPTuYBx+sruwUmwhN88BzbpcLt0hMnpug5KairZ",
+	"PveuVSYVswr1ihZYBJMLQo1c8pTm+fqMFDLP67OKFxCCEu5il2hH1XQilYsFeMsy0LBTmrOBLE1sL5/1",
+	"d9VafdtKO8aX0Mf4BJox5TxpLnW0Dq61T50O7rPlXHrdVGbrzSONa7LlUI8fdqjr+gL2OFQVBaIg5Z4q",
+	"w7KuhQvixVZ+T/Yn92bpg64AnerZY9jd6X8TdrSvwe294vM5U2hx67wLYMdR9BHZ288hKpm6Lu/Y6zCX",
+	"VaoKKhlSsNpIBrK/q5Souyvtxe0q0gAiYYXKyR7VI7l2Viy87kTGNtmvKmIWk1zKa03KAsfRlfetvSOL",
+	"Zj4KCI+QO6zuujCbbj6wJUSZvSfMZvj6wnHOHFaVnCMpVcp/ZUcF33a8AWhECwoaUaNQ3CYo+JKL39bl",
+	"8j5HNapS5dth8jdcc4N5AgBOuAGw9HGtRTqpaJav7ZYDIbiqduiWaChT7TrQ93uUQgeOG8zgaPwIL9JH",
+	"rF98WJdMveeTcFiwpMCPrn1w9mRBDpt1B3xQRB1FVt3O3drjpnLpC0RbPO4Y4Kay+QAdpV28/ovolA3a",
+	"qXc6qPhZGdZOntfRAYfD8ZYYgtOw0eioHUIQ1v50bKwjqKC9e7sHdhgENxwNk3FnrNrTGjaT4WEjpEwv",
+	"JJ3zpcwJ4A+QxcPi1Q6bYWfHaDjtDOQINuHoa030465ddHJ25zY+gta3K+QBWv4WA0N+19kfqrNXG1qh",
+	"sZUa4sroibhsLwyu68E4NnRPnEpd6a9Tdf+Lkit732JHFLKLUp6ufWU7U0c0y5kv6LdR7q7vZKnc1inf",
+	"rPYHzzPmjNOgSeNd3dvKnMWVLzC8pAPN2hmGDYLQYquJeIHFOhCnmMXH/8Xi4PKMajRoKSUztvL29KCS",
+	"G7nA3I/gDnwcMEhcrRrhE1I8fX7KNgegXfo/47p/k9h4x50pJrYA431OwaB4YRWlSZIzwufCZsiAMOB3",
+	"zoYc1asISyR8cUesaNh0HCZbHIe+3tym4zD0Gp4cdpaiD6pCbhSh7yI7dHe6mnnNSoj2Dq+OAbrSgOEI",
+	"C2oMU9D2vz4kg9OPf7q8HNof/qOrbti/I9Pm+Ms7WWtO6aumHm2xt3dlw1Rsuq76eFTbxFNJf0ZOLchS",
+	"UiNL0AVvG1x77Ll20uDa7XKNtbQWtZm2Nd2dNmLwo9CRebK/OaCqNrszV8dN+/cwzsc5P8P8nrauKWcB",
+	"/PSku4GiAwKglY3eaPGTnXZv28vBr/jv3eO46ITQ1nWwAP5tp2xszQx+xIoBlhJuhpZBblwCtYNh3stB",
+	"DpLhqNPq/t5VA92DXVBNmkgaEzacD8llNBqOnttrsOuYdjhiDtkKahZBTLvrsanPPR51Pxvealz6EI2G",
+	"ADKj4egF/jM+wX+OjqOPXxOyKp1nfLwnlj0IvrAKeZffD7/4O2Y9BrN+EG2kelYJpK6Oq5enPL1ZSdUG",
+	"Z4fyqN5LvvcIdRDUK96akwjQYcW4ljXRhtHV9YWdWTHnNy69kPR8EEZwmVsM7exjlJK/RMp2WAW5kbBN",
+	"i4JRVZWnXBMtlSF0Zhwg2h73QkS/dn++X6R+41b5/2Wk/G+bCd7ODDqpS5B0g3W0R37PhjR7EjVBtxIf",
+	"T/f3ndYXjO8UH2vF9Hc4fgIRclNykhtwvUUobPm24GR0uLds2WCkwFLlrgzx5OAglynNF1KbyYvkRWJV",
+	"DtvHZnF5LPDRKDhMbXC6dTqc2ds+sewtrQpHD+sD6aLPN/XjhrEp3pCnoad2Jmfw2ZoBbX75wl7iWTGw",
+	"jNxwVt+w1pXk3phg4047G4tsXXYHJbcbqLCKr1mwZT8Yk9+fzRG977z9vcPVGHzNehk7ZufKWvtihFV9",
+	"3lbJszPn27Nb09qVoATW3ce7/xsAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -289,7 +289,7 @@ func (s *Server) auth(next http.Handler) http.Handler {
 			return
 		}
 		route := r.Method + " " + r.URL.Path
-		need := writeRoutes[route] || (s.opts.ReadAuth && !openRoutes[route])
+		need := writeRoutes[route] || (s.opts.ReadAuth && !openRoutes[route] && !isUIRoute(r.URL.Path))
 		if (need || p.present) && !p.keyed {
 			// A wrong key is refused even on an open route: it is a client bug.
 			s.writeProblem(w, r, ErrUnauthorized)
