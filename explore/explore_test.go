@@ -181,3 +181,26 @@ func Example_fitPCA() {
 	fmt.Printf("x=%.1f y=%.1f\n", x, math.Abs(y))
 	// Output: x=2.0 y=0.0
 }
+
+func BenchmarkFitPCA(b *testing.B) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, n := range []int{1024, 4096} {
+		const d = 64
+		vecs := make([][]float32, n)
+		for i := range vecs {
+			vecs[i] = make([]float32, d)
+			for j := range vecs[i] {
+				vecs[i][j] = float32(rng.NormFloat64())
+			}
+		}
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := FitPCA(context.Background(), vecs); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(n), "vectors/op")
+		})
+	}
+}

@@ -120,7 +120,11 @@ func (s *Server) ListTokens(w http.ResponseWriter, r *http.Request, params api.L
 	}
 	var toks []index.Token
 	if parent != nil {
-		info, ok := cat.Get(*parent)
+		var info index.TokenInfo
+		ok := false
+		if cat != nil {
+			info, ok = cat.Get(*parent)
+		}
 		if !ok {
 			s.writeProblem(w, r, notFoundf("unknown token %s in model %s", formatToken(*parent), cur.Gen.Version))
 			return

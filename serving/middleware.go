@@ -279,8 +279,9 @@ var openRoutes = map[string]bool{
 }
 
 // auth enforces bearer API keys on write and admin endpoints, and on reads
-// when Options.ReadAuth is set. With no keys configured it lets everything
-// through (a warning is logged at start-up).
+// when Options.ReadAuth is set (except openRoutes and the /ui page's
+// files). With no keys configured it lets everything through (a warning is
+// logged at start-up).
 func (s *Server) auth(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := principalFrom(r)
