@@ -605,7 +605,11 @@ var PALETTE = [
   "#9c755f",
   "#2f4b7c",
   "#a05195",
-  "#665191"
+  "#665191",
+  "#86bcb6",
+  "#d4a6c8",
+  "#8cd17d",
+  "#b6992d"
 ];
 function colour(token) {
   if (!token) return "#bbb";
@@ -1103,7 +1107,7 @@ async function showUser(app, el, user) {
         "table",
         { class: "grid", "data-testid": "interests-table" },
         h("thead", {}, h("tr", {}, h("th", {}, "Token"), h("th", {}, "Label"), h("th", {}, "Weight"))),
-        h("tbody", {}, ...r.tokens.map((t) => h(
+        h("tbody", {}, ...sortTokens(r.tokens).map((t) => h(
           "tr",
           { "data-token": t.token },
           h("td", {}, h("a", { href: "#hierarchy/" + t.token }, h("code", {}, t.token))),
@@ -1268,6 +1272,9 @@ function renderCandidates(el, res, before, note, click) {
 function partsBar(p, max) {
   const seg = (v, cls, name) => h("span", { class: "seg " + cls, style: `width:${Math.max(0, 100 * Math.abs(v) / max).toFixed(1)}%`, title: `${name} ${fmt(v, 3)}` });
   return h("span", { class: "partsbar" }, seg(p.similarity, "sim", "similarity"), seg(p.prior, "prior", "prior"), seg(p.coengagement, "coeng", "co-engagement"));
+}
+function sortTokens(tokens) {
+  return [...tokens].sort((a, b) => a.level - b.level || (b.weight ?? 0) - (a.weight ?? 0) || a.token.localeCompare(b.token));
 }
 
 // explorer/main.ts

@@ -138,6 +138,7 @@ export function fmt(x: number | undefined, digits = 3): string {
 const PALETTE = [
   "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948",
   "#b07aa1", "#ff9da7", "#9c755f", "#2f4b7c", "#a05195", "#665191",
+  "#86bcb6", "#d4a6c8", "#8cd17d", "#b6992d",
 ];
 
 /** colour returns a stable colour for a coarse token ("0.code"). */

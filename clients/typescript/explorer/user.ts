@@ -43,7 +43,7 @@ async function showUser(app: App, el: HTMLElement, user: string): Promise<void> 
     h("p", { class: "muted" }, `Bag-of-Meaning tokens, coarse to fine, model ${r.model_version}. `, showOnMap),
     r.tokens.length === 0 ? empty("No interest tokens.") : h("table", { class: "grid", "data-testid": "interests-table" },
       h("thead", {}, h("tr", {}, h("th", {}, "Token"), h("th", {}, "Label"), h("th", {}, "Weight"))),
-      h("tbody", {}, ...r.tokens.map((t) => h("tr", { "data-token": t.token },
+      h("tbody", {}, ...sortTokens(r.tokens).map((t) => h("tr", { "data-token": t.token },
         h("td", {}, h("a", { href: "#hierarchy/" + t.token }, h("code", {}, t.token))),
         h("td", {}, t.label ? t.label : h("span", { class: "muted" }, "(no label)")),
         h("td", { class: "num" }, h("span", { class: "wbar" }, h("span", { style: `width:${Math.round(100 * Math.min(1, t.weight ?? 0))}%` })), fmt(t.weight, 2)),
@@ -180,4 +180,9 @@ function partsBar(p: Schemas["ScoreParts"], max: number): HTMLElement {
   const seg = (v: number, cls: string, name: string) =>
     h("span", { class: "seg " + cls, style: `width:${Math.max(0, (100 * Math.abs(v)) / max).toFixed(1)}%`, title: `${name} ${fmt(v, 3)}` });
   return h("span", { class: "partsbar" }, seg(p.similarity, "sim", "similarity"), seg(p.prior, "prior", "prior"), seg(p.coengagement, "coeng", "co-engagement"));
+}
+
+/** sortTokens orders a bag coarse to fine, then by weight (highest first). */
+export function sortTokens(tokens: Schemas["TokenRef"][]): Schemas["TokenRef"][] {
+  return [...tokens].sort((a, b) => a.level - b.level || (b.weight ?? 0) - (a.weight ?? 0) || a.token.localeCompare(b.token));
 }

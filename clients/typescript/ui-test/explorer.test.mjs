@@ -135,7 +135,7 @@ test("user: interests, events, retrieval with score parts, a posted click", asyn
   await page.getByTestId("interests-table").waitFor();
   const interests = await api("GET", "/v1/entities/user/u1/interests");
   assert.deepEqual(await page.locator('[data-testid="interests-table"] tbody tr').evaluateAll((els) => els.map((e) => e.dataset.token)),
-    interests.tokens.map((t) => t.token));
+    [...interests.tokens].sort((a, b) => a.level - b.level || (b.weight ?? 0) - (a.weight ?? 0) || a.token.localeCompare(b.token)).map((t) => t.token));
   const ev = await api("GET", "/v1/entities/user/u1/events?limit=15");
   await page.getByTestId("events-table").waitFor();
   assert.ok((await text('[data-testid="events-total"]')).startsWith(`${ev.total} events`));
