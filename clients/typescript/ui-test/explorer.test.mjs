@@ -171,6 +171,24 @@ test("user: interests, events, retrieval with score parts, a posted click", asyn
   await page.getByTestId("events-total").filter({ hasText: `${ev.total + 1} events` }).waitFor();
   await shot("user", true);
 
+  // A filter the API refuses: its 400 problem, title and detail.
+  const bad = { ...req, filter: { attr: "status" } };
+  await page.getByTestId("filter").fill(JSON.stringify(bad.filter));
+  await page.getByTestId("retrieve").click();
+  const badBox = page.getByTestId("results").getByTestId("problem");
+  await badBox.waitFor();
+  const badRes = await fetch(base + "/v1/retrieve", {
+    method: "POST", headers: { Authorization: `Bearer ${key}`, "Content-Type": "application/json" }, body: JSON.stringify(bad),
+  });
+  const badProblem = await badRes.json();
+  assert.equal(badRes.status, 400);
+  const badShown = await badBox.innerText();
+  assert.ok(badShown.includes(badProblem.title) && badShown.includes(badProblem.detail), `problem box ${JSON.stringify(badShown)}, want ${JSON.stringify(badProblem)}`);
+  // Not JSON at all: refused by the page before any request.
+  await page.getByTestId("filter").fill("{status");
+  await page.getByTestId("retrieve").click();
+  await page.getByTestId("results").getByTestId("problem").filter({ hasText: "not valid JSON" }).waitFor();
+
   // An unknown user: the API's problem, title and detail.
   await page.goto(base + "/ui#user/nobody-here");
   const problem = page.getByTestId("interests").getByTestId("problem");
