@@ -1222,6 +1222,7 @@ export interface operations {
             404: components["responses"]["Problem"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["Problem"];
+            503: components["responses"]["Unavailable"];
         };
     };
     getMap: {
