@@ -39,12 +39,14 @@ type mapBasis struct {
 	pca *explore.PCA
 }
 
-// explorer caches what the explorer endpoints compute once per generation:
-// the map's basis and the training history. Safe for concurrent use.
-type explorer struct {
-	mtx     sync.Mutex
-	basis   *mapBasis     // mtx must be held
-	history *modelHistory // mtx must be held
+// explorerCache holds what the explorer endpoints compute once per
+// generation: the map's basis and the training history. Safe for
+// concurrent use.
+type explorerCache struct {
+	basisMtx   sync.Mutex
+	basis      *mapBasis // basisMtx must be held
+	historyMtx sync.Mutex
+	history    *modelHistory // historyMtx must be held
 }
 
 // pageLimit validates an optional limit parameter.
@@ -298,9 +300,9 @@ func (s *Server) ListEntityEvents(w http.ResponseWriter, r *http.Request, pType 
 // basisFor returns the map basis of cur's generation, fitting it on the
 // first call for that generation.
 func (s *Server) basisFor(r *http.Request, cur *retrieval.Served) (*mapBasis, error) {
-	s.explore.mtx.Lock()
-	defer s.explore.mtx.Unlock()
-	if b := s.explore.basis; b != nil && b.gen == cur.Gen {
+	s.explorerCache.basisMtx.Lock()
+	defer s.explorerCache.basisMtx.Unlock()
+	if b := s.explorerCache.basis; b != nil && b.gen == cur.Gen {
 		return b, nil
 	}
 	m := cur.Gen.Embeddings[graph.NodeAd]
@@ -317,7 +319,7 @@ func (s *Server) basisFor(r *http.Request, cur *retrieval.Served) (*mapBasis, er
 		return nil, fmt.Errorf("fit map basis: %w", err)
 	}
 	b := &mapBasis{gen: cur.Gen, pca: pca}
-	s.explore.basis = b
+	s.explorerCache.basis = b
 	return b, nil
 }
 

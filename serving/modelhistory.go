@@ -46,13 +46,13 @@ func versionNumber(v string) int {
 // entropy per level. A generation without a checkpoint directory has none.
 // It is read once per generation.
 func (s *Server) historyFor(gen *retrieval.Generation) *modelHistory {
-	s.explore.mtx.Lock()
-	defer s.explore.mtx.Unlock()
-	if h := s.explore.history; h != nil && h.gen == gen {
+	s.explorerCache.historyMtx.Lock()
+	defer s.explorerCache.historyMtx.Unlock()
+	if h := s.explorerCache.history; h != nil && h.gen == gen {
 		return h
 	}
 	h := &modelHistory{gen: gen, points: []api.TrainingPoint{}}
-	s.explore.history = h
+	s.explorerCache.history = h
 	if gen.Dir == "" {
 		return h
 	}

@@ -35,7 +35,7 @@ type Server struct {
 	keyHashes [][sha256.Size]byte
 	handler   http.Handler
 
-	explore explorer
+	explorerCache explorerCache
 
 	closeOnce sync.Once
 	closeErr  error
