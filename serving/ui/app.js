@@ -634,9 +634,11 @@ var hierarchyView = async (app, el, arg) => {
     "Interest tokens from coarse (level 0) to fine. Each row shows the token's label, the number of ads indexed under it, ",
     "and a few of them; expand a row for its children, select it for its ads."
   );
+  const map = h("div", { class: "treemap-holder" });
   el.append(
     h("div", { class: "toolbar" }, h("label", {}, "Level ", levelSel)),
     intro,
+    map,
     h("div", { class: "split" }, tree, detail)
   );
   const select = (tok) => {
@@ -646,7 +648,9 @@ var hierarchyView = async (app, el, arg) => {
   };
   const showLevel = async (level) => {
     fill(tree);
-    await tokenList(app, tree, { level }, select);
+    fill(map);
+    const page = await tokenList(app, tree, { level }, select);
+    if (page) fill(map, treemap(page, select));
   };
   levelSel.addEventListener("change", () => void showLevel(Number(levelSel.value)));
   const first = await load(tree, "tokens", () => call(app.client().GET("/v1/tokens", { params: { query: { level: 0, limit: TOKEN_PAGE } } })), () => []);
@@ -655,6 +659,7 @@ var hierarchyView = async (app, el, arg) => {
     levelSel.append(h("option", { value: l }, l === 0 ? "0 (coarsest)" : l === first.levels - 1 ? `${l} (finest)` : String(l)));
   }
   renderTokens(app, tree, first, { level: 0 }, select);
+  fill(map, treemap(first, select));
   if (arg) select(arg);
 };
 async function tokenList(app, el, q, select, cursor) {
@@ -662,6 +667,57 @@ async function tokenList(app, el, q, select, cursor) {
   el.append(holder);
   const page = await load(holder, "tokens", () => call(app.client().GET("/v1/tokens", { params: { query: { ...q, limit: TOKEN_PAGE, cursor } } })), () => []);
   if (page) renderTokens(app, holder, page, q, select);
+  return page;
+}
+var TM_W = 1e3;
+var TM_H = 120;
+function treemap(page, select) {
+  const items = page.tokens.filter((t) => t.size > 0);
+  if (items.length === 0) return h("span", {});
+  const svg = s("svg", {
+    viewBox: `0 0 ${TM_W} ${TM_H}`,
+    class: "treemap",
+    role: "img",
+    "data-testid": "treemap",
+    "aria-label": `treemap of the ${items.length} largest tokens of level ${page.level}`
+  });
+  const layout = (its, x, y, w, hgt) => {
+    if (its.length === 1) {
+      const t = its[0];
+      const r = s(
+        "g",
+        { class: "cell", "data-token": t.token, "data-testid": "treemap-cell" },
+        s("rect", { x: x.toFixed(1), y: y.toFixed(1), width: Math.max(0, w - 1).toFixed(1), height: Math.max(0, hgt - 1).toFixed(1), fill: colour(t.token) }),
+        s("title", {}, `${t.token} ${t.label ?? ""} · ${fmt(t.size)} ads`)
+      );
+      if (w > 46 && hgt > 18) {
+        r.append(s("text", { x: x + 4, y: y + 13 }, `${t.token} · ${fmt(t.size)}`));
+      }
+      r.addEventListener("click", () => select(t.token));
+      svg.append(r);
+      return;
+    }
+    const total = its.reduce((a, t) => a + t.size, 0);
+    let acc = 0;
+    let k = 0;
+    while (k < its.length - 1 && acc + its[k].size <= total / 2) acc += its[k++].size;
+    if (k === 0) acc = its[k++].size;
+    const f = acc / total;
+    if (w >= hgt) {
+      layout(its.slice(0, k), x, y, w * f, hgt);
+      layout(its.slice(k), x + w * f, y, w * (1 - f), hgt);
+    } else {
+      layout(its.slice(0, k), x, y, w, hgt * f);
+      layout(its.slice(k), x, y + hgt * f, w, hgt * (1 - f));
+    }
+  };
+  layout(items, 0, 0, TM_W, TM_H);
+  return h(
+    "div",
+    { class: "treemap-box" },
+    svg,
+    h("div", { class: "muted" }, `Areas are sizes: the ${items.length} largest tokens of level ${page.level} on this page (${fmt(page.total)} in all); click one for its ads.`)
+  );
 }
 function renderTokens(app, el, page, q, select) {
   fill(el);

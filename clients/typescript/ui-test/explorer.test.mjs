@@ -69,7 +69,7 @@ test("without a key the API's 401 problem is shown; with it the hierarchy loads"
   assert.equal(await page.evaluate(() => sessionStorage.getItem("hir-api-key")), key);
 });
 
-test("hierarchy: rows, a token's ads with paging, children", async () => {
+test("hierarchy: treemap, rows, a token's ads with paging, children", async () => {
   const want = await api("GET", "/v1/tokens?level=0&limit=50");
   const rows = page.locator(".tree > ul > li > .token-row");
   assert.equal(await rows.count(), want.tokens.length);
@@ -80,6 +80,14 @@ test("hierarchy: rows, a token's ads with paging, children", async () => {
     assert.equal(await row.locator(".size").innerText(), t.size.toLocaleString("en-US"));
     if (t.label) assert.equal(await row.locator(".label").innerText(), t.label);
     for (const m of t.sample_members ?? []) assert.ok((await row.locator(".samples").innerText()).includes(m.id));
+  }
+  // The treemap: one cell per token with ads; a click selects the token.
+  const withAds = want.tokens.filter((t) => t.size > 0);
+  assert.deepEqual(await page.getByTestId("treemap-cell").evaluateAll((els) => els.map((e) => e.dataset.token)), withAds.map((t) => t.token));
+  if (withAds.length > 1) {
+    await page.locator(`[data-testid="treemap-cell"][data-token="${withAds[1].token}"]`).click();
+    await page.locator('[data-testid="token-detail"] h2').filter({ hasText: withAds[1].token }).waitFor();
+    assert.equal(await text('[data-testid="token-size"]'), withAds[1].size.toLocaleString("en-US"));
   }
   // The largest coarse token: its ads, page by page.
   const tok = want.tokens[0];
