@@ -129,6 +129,24 @@ type Candidate struct {
 // EdgeType defines model for EdgeType.
 type EdgeType string
 
+// EmbeddingMap defines model for EmbeddingMap.
+type EmbeddingMap struct {
+	// BasisSample Ads the basis was computed from.
+	BasisSample int `json:"basis_sample"`
+
+	// ExplainedVariance Share of the sample's variance along x and along y.
+	ExplainedVariance []float32 `json:"explained_variance"`
+
+	// Interests The coarse interests of the points, weight = their share of the points.
+	Interests    []TokenRef `json:"interests"`
+	Method       string     `json:"method"`
+	ModelVersion string     `json:"model_version"`
+	Points       []MapPoint `json:"points"`
+
+	// Total Ads with an embedding in the served model.
+	Total int `json:"total"`
+}
+
 // EntitiesRequest defines model for EntitiesRequest.
 type EntitiesRequest struct {
 	Entities []Entity `json:"entities"`
@@ -167,6 +185,26 @@ type EventTs1 = time.Time
 // Event_Ts Unix milliseconds, or an RFC 3339 string.
 type Event_Ts struct {
 	union json.RawMessage
+}
+
+// EventPage defines model for EventPage.
+type EventPage struct {
+	Entity Ref           `json:"entity"`
+	Events []EventRecord `json:"events"`
+
+	// NextCursor Absent on the last page.
+	NextCursor *string `json:"next_cursor,omitempty"`
+
+	// Total Events the entity made.
+	Total int `json:"total"`
+}
+
+// EventRecord defines model for EventRecord.
+type EventRecord struct {
+	Dst    Ref       `json:"dst"`
+	Ts     time.Time `json:"ts"`
+	Type   EdgeType  `json:"type"`
+	Weight float32   `json:"weight"`
 }
 
 // EventsRequest defines model for EventsRequest.
@@ -218,16 +256,55 @@ type InterestsResponse struct {
 	Tokens       []TokenRef `json:"tokens"`
 }
 
+// MapPoint defines model for MapPoint.
+type MapPoint struct {
+	Id    string  `json:"id"`
+	Label *string `json:"label,omitempty"`
+
+	// Token Coarse interest: the best level-0 token of the entity's bag.
+	Token *string  `json:"token,omitempty"`
+	Type  NodeType `json:"type"`
+	X     float32  `json:"x"`
+	Y     float32  `json:"y"`
+}
+
+// Member defines model for Member.
+type Member struct {
+	Id string `json:"id"`
+
+	// Text The entity's text, clipped to 200 bytes.
+	Text *string  `json:"text,omitempty"`
+	Type NodeType `json:"type"`
+}
+
+// MemberPage defines model for MemberPage.
+type MemberPage struct {
+	Items        []Member `json:"items"`
+	ModelVersion string   `json:"model_version"`
+
+	// NextCursor Absent on the last page.
+	NextCursor *string `json:"next_cursor,omitempty"`
+	Token      string  `json:"token"`
+
+	// Total Ads indexed under the token.
+	Total int `json:"total"`
+}
+
 // ModelStatus defines model for ModelStatus.
 type ModelStatus struct {
+	// History The training curve of the serving model and of the versions it was trained from (read from each version's metrics.json), oldest first, at most 500 points.
+	History   *[]TrainingPoint    `json:"history,omitempty"`
 	IndexSize *int                `json:"index_size,omitempty"`
 	Metrics   *map[string]float32 `json:"metrics,omitempty"`
 	Ready     bool                `json:"ready"`
 	TrainedAt *time.Time          `json:"trained_at,omitempty"`
 
 	// Training A background training run is in progress.
-	Training *bool   `json:"training,omitempty"`
-	Version  *string `json:"version,omitempty"`
+	Training *bool `json:"training,omitempty"`
+
+	// UsageEntropy The serving model's last logged usage entropy per prototype level (1 is uniform use of the prototypes).
+	UsageEntropy *[]float32 `json:"usage_entropy,omitempty"`
+	Version      *string    `json:"version,omitempty"`
 }
 
 // NodeType defines model for NodeType.
@@ -243,6 +320,18 @@ type Problem struct {
 	Status int     `json:"status"`
 	Title  string  `json:"title"`
 	Type   *string `json:"type,omitempty"`
+}
+
+// ProjectRequest defines model for ProjectRequest.
+type ProjectRequest struct {
+	Entities []Ref `json:"entities"`
+}
+
+// ProjectResponse defines model for ProjectResponse.
+type ProjectResponse struct {
+	Missing      []Ref      `json:"missing"`
+	ModelVersion string     `json:"model_version"`
+	Points       []MapPoint `json:"points"`
 }
 
 // Ref defines model for Ref.
@@ -331,6 +420,23 @@ type TokenInfo struct {
 	Token         string    `json:"token"`
 }
 
+// TokenPage defines model for TokenPage.
+type TokenPage struct {
+	Level int `json:"level"`
+
+	// Levels Number of token levels (prototype levels, then residual ones).
+	Levels       int    `json:"levels"`
+	ModelVersion string `json:"model_version"`
+
+	// NextCursor Absent on the last page.
+	NextCursor *string        `json:"next_cursor,omitempty"`
+	Parent     *string        `json:"parent,omitempty"`
+	Tokens     []TokenSummary `json:"tokens"`
+
+	// Total Tokens of the level (or children of parent) in all pages.
+	Total int `json:"total"`
+}
+
 // TokenRef defines model for TokenRef.
 type TokenRef struct {
 	Label *string `json:"label,omitempty"`
@@ -343,11 +449,49 @@ type TokenRef struct {
 	Weight *float32 `json:"weight,omitempty"`
 }
 
+// TokenSummary defines model for TokenSummary.
+type TokenSummary struct {
+	// Children Number of child tokens.
+	Children int     `json:"children"`
+	Label    *string `json:"label,omitempty"`
+	Level    int     `json:"level"`
+	Parent   *string `json:"parent,omitempty"`
+
+	// SampleMembers Up to 3 member ads.
+	SampleMembers *[]Ref `json:"sample_members,omitempty"`
+
+	// Size Ads indexed under the token (live).
+	Size  int    `json:"size"`
+	Token string `json:"token"`
+}
+
 // TrainAccepted defines model for TrainAccepted.
 type TrainAccepted struct {
 	Accepted bool    `json:"accepted"`
 	Message  *string `json:"message,omitempty"`
 }
+
+// TrainingPoint defines model for TrainingPoint.
+type TrainingPoint struct {
+	// Loss Mean training loss since the previous point.
+	Loss float32 `json:"loss"`
+
+	// Step Global training step.
+	Step int `json:"step"`
+
+	// UsageEntropy Per prototype level, the entropy of the cluster usage divided by log(K): 1 is uniform.
+	UsageEntropy *[]float32 `json:"usage_entropy,omitempty"`
+
+	// ValAuc Engagement AUC on the validation window.
+	ValAuc  *float32 `json:"val_auc,omitempty"`
+	ValLoss *float32 `json:"val_loss,omitempty"`
+
+	// Version The model version whose training logged the point.
+	Version string `json:"version"`
+}
+
+// Cursor defines model for Cursor.
+type Cursor = string
 
 // EntityID defines model for EntityID.
 type EntityID = string
@@ -364,10 +508,43 @@ type RateLimited = Problem
 // Unavailable defines model for Unavailable.
 type Unavailable = Problem
 
+// ListEntityEventsParams defines parameters for ListEntityEvents.
+type ListEntityEventsParams struct {
+	// Cursor The next_cursor of the previous page (opaque); omit for the first page.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+	Limit  *int    `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
 // GetSimilarParams defines parameters for GetSimilar.
 type GetSimilarParams struct {
 	TargetType *NodeType `form:"target_type,omitempty" json:"target_type,omitempty"`
 	K          *int      `form:"k,omitempty" json:"k,omitempty"`
+}
+
+// GetMapParams defines parameters for GetMap.
+type GetMapParams struct {
+	// Limit At most this many ads (evenly spaced sample).
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
+// ListTokensParams defines parameters for ListTokens.
+type ListTokensParams struct {
+	// Level Token level (default 0; ignored with parent, whose children are one level finer).
+	Level *int `form:"level,omitempty" json:"level,omitempty"`
+
+	// Parent Only the children of this token ("level.code").
+	Parent *string `form:"parent,omitempty" json:"parent,omitempty"`
+
+	// Cursor The next_cursor of the previous page (opaque); omit for the first page.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+	Limit  *int    `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
+// ListTokenMembersParams defines parameters for ListTokenMembers.
+type ListTokenMembersParams struct {
+	// Cursor The next_cursor of the previous page (opaque); omit for the first page.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+	Limit  *int    `form:"limit,omitempty" json:"limit,omitempty"`
 }
 
 // PostEntitiesJSONRequestBody defines body for PostEntities for application/json ContentType.
@@ -375,6 +552,9 @@ type PostEntitiesJSONRequestBody = EntitiesRequest
 
 // PostEventsJSONRequestBody defines body for PostEvents for application/json ContentType.
 type PostEventsJSONRequestBody = EventsRequest
+
+// ProjectEntitiesJSONRequestBody defines body for ProjectEntities for application/json ContentType.
+type ProjectEntitiesJSONRequestBody = ProjectRequest
 
 // RetrieveCandidatesJSONRequestBody defines body for RetrieveCandidates for application/json ContentType.
 type RetrieveCandidatesJSONRequestBody = RetrieveRequest
@@ -563,6 +743,13 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/entities (the `PostEntities` operationId).
 	PostEntities(ctx context.Context, body PostEntitiesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListEntityEvents A page of the events an entity made (it is their source), newest first.
+	//
+	// The stored events whose src is the entity (a user's clicks, purchases, ...; an ad's campaign link), newest first. Pass next_cursor back as cursor for the next page; it is absent on the last page. Events stored while paging shift later pages by as many. Example request: GET /v1/entities/user/u1/events?limit=2.
+	//
+	// Corresponds with GET /v1/entities/{type}/{id}/events (the `ListEntityEvents` operationId).
+	ListEntityEvents(ctx context.Context, pType EntityType, id EntityID, params *ListEntityEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetInterests The entity's Bag-of-Meaning interest tokens with labels.
 	//
 	// The tokens (one or more per level of the interest hierarchy, coarse to fine) that represent the entity in the index, with their weights and human-readable labels. Example request: GET /v1/entities/user/u1/interests.
@@ -594,6 +781,31 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/events (the `PostEvents` operationId).
 	PostEvents(ctx context.Context, body PostEventsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetMap A 2-D map of a sample of the ads' embeddings (PCA), coloured by coarse interest.
+	//
+	// Projects ads onto the first two principal components of the served model's ad embeddings. The basis is computed once per model version from an evenly spaced sample of at most 4096 ads (centred covariance, top two eigenvectors by power iteration; each axis signed so that its largest coefficient is positive). The answer holds at most limit ads, evenly spaced over all of them, each with its coarse interest (its best level-0 token); the interests list counts them. POST /v1/map/project places any entity with the same basis. Example request: GET /v1/map?limit=3.
+	//
+	// Corresponds with GET /v1/map (the `GetMap` operationId).
+	GetMap(ctx context.Context, params *GetMapParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ProjectEntitiesWithBody Place entities (users, ads, ...) on the map of GET /v1/map.
+	//
+	// Projects each entity's current embedding (as retrieval uses it: a user with events since the model was trained, or a fresh ad, is embedded now) with the basis of GET /v1/map for the same model version. Entities the service does not know are listed in missing. A read: it stores nothing.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/map/project (the `ProjectEntities` operationId).
+	ProjectEntitiesWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ProjectEntities Place entities (users, ads, ...) on the map of GET /v1/map.
+	//
+	// Projects each entity's current embedding (as retrieval uses it: a user with events since the model was trained, or a fresh ad, is embedded now) with the basis of GET /v1/map for the same model version. Entities the service does not know are listed in missing. A read: it stores nothing.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/map/project (the `ProjectEntities` operationId).
+	ProjectEntities(ctx context.Context, body ProjectEntitiesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetModel The serving model's version, training time and metrics.
 	//
@@ -627,12 +839,26 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/retrieve (the `RetrieveCandidates` operationId).
 	RetrieveCandidates(ctx context.Context, body RetrieveCandidatesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListTokens A page of the interest tokens of one level (optionally the children of one token), largest first.
+	//
+	// Browse the interest hierarchy level by level: the tokens of level (0 is the coarsest), or only the children of parent, ordered by size (ads indexed under the token, largest first, then by code). Each token carries its label, size, number of children and a few sample member ads. Pages are of the ordering at request time: pass next_cursor back as cursor for the next page; it is absent on the last page. Example request: GET /v1/tokens?level=0&limit=2.
+	//
+	// Corresponds with GET /v1/tokens (the `ListTokens` operationId).
+	ListTokens(ctx context.Context, params *ListTokensParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetToken One interest token's label, level, parent, children, size and sample members.
 	//
 	// Browse the interest hierarchy: a level-0 token is a coarse interest, its children refine it. size is the number of ads indexed under the token. Example request: GET /v1/tokens/0.1.
 	//
 	// Corresponds with GET /v1/tokens/{token} (the `GetToken` operationId).
 	GetToken(ctx context.Context, token string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListTokenMembers A page of the ads indexed under one interest token.
+	//
+	// The ads whose Bag-of-Meaning holds the token in the live index (fresh ads included), in index order. Pass next_cursor back as cursor for the next page; it is absent on the last page. Ads indexed while paging appear when they sort after the cursor. Example request: GET /v1/tokens/0.1/members?limit=2.
+	//
+	// Corresponds with GET /v1/tokens/{token}/members (the `ListTokenMembers` operationId).
+	ListTokenMembers(ctx context.Context, token string, params *ListTokenMembersParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // GetDocs This API description as a human-readable HTML page (no external assets).
@@ -763,6 +989,23 @@ func (c *Client) PostEntities(ctx context.Context, body PostEntitiesJSONRequestB
 	return c.Client.Do(req)
 }
 
+// ListEntityEvents A page of the events an entity made (it is their source), newest first.
+//
+// The stored events whose src is the entity (a user's clicks, purchases, ...; an ad's campaign link), newest first. Pass next_cursor back as cursor for the next page; it is absent on the last page. Events stored while paging shift later pages by as many. Example request: GET /v1/entities/user/u1/events?limit=2.
+//
+// Corresponds with GET /v1/entities/{type}/{id}/events (the `ListEntityEvents` operationId).
+func (c *Client) ListEntityEvents(ctx context.Context, pType EntityType, id EntityID, params *ListEntityEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListEntityEventsRequest(c.Server, pType, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // GetInterests The entity's Bag-of-Meaning interest tokens with labels.
 //
 // The tokens (one or more per level of the interest hierarchy, coarse to fine) that represent the entity in the index, with their weights and human-readable labels. Example request: GET /v1/entities/user/u1/interests.
@@ -825,6 +1068,61 @@ func (c *Client) PostEventsWithBody(ctx context.Context, contentType string, bod
 // Corresponds with POST /v1/events (the `PostEvents` operationId).
 func (c *Client) PostEvents(ctx context.Context, body PostEventsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewPostEventsRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetMap A 2-D map of a sample of the ads' embeddings (PCA), coloured by coarse interest.
+//
+// Projects ads onto the first two principal components of the served model's ad embeddings. The basis is computed once per model version from an evenly spaced sample of at most 4096 ads (centred covariance, top two eigenvectors by power iteration; each axis signed so that its largest coefficient is positive). The answer holds at most limit ads, evenly spaced over all of them, each with its coarse interest (its best level-0 token); the interests list counts them. POST /v1/map/project places any entity with the same basis. Example request: GET /v1/map?limit=3.
+//
+// Corresponds with GET /v1/map (the `GetMap` operationId).
+func (c *Client) GetMap(ctx context.Context, params *GetMapParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetMapRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ProjectEntitiesWithBody Place entities (users, ads, ...) on the map of GET /v1/map.
+//
+// Projects each entity's current embedding (as retrieval uses it: a user with events since the model was trained, or a fresh ad, is embedded now) with the basis of GET /v1/map for the same model version. Entities the service does not know are listed in missing. A read: it stores nothing.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/map/project (the `ProjectEntities` operationId).
+func (c *Client) ProjectEntitiesWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewProjectEntitiesRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ProjectEntities Place entities (users, ads, ...) on the map of GET /v1/map.
+//
+// Projects each entity's current embedding (as retrieval uses it: a user with events since the model was trained, or a fresh ad, is embedded now) with the basis of GET /v1/map for the same model version. Entities the service does not know are listed in missing. A read: it stores nothing.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/map/project (the `ProjectEntities` operationId).
+func (c *Client) ProjectEntities(ctx context.Context, body ProjectEntitiesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewProjectEntitiesRequest(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -907,6 +1205,23 @@ func (c *Client) RetrieveCandidates(ctx context.Context, body RetrieveCandidates
 	return c.Client.Do(req)
 }
 
+// ListTokens A page of the interest tokens of one level (optionally the children of one token), largest first.
+//
+// Browse the interest hierarchy level by level: the tokens of level (0 is the coarsest), or only the children of parent, ordered by size (ads indexed under the token, largest first, then by code). Each token carries its label, size, number of children and a few sample member ads. Pages are of the ordering at request time: pass next_cursor back as cursor for the next page; it is absent on the last page. Example request: GET /v1/tokens?level=0&limit=2.
+//
+// Corresponds with GET /v1/tokens (the `ListTokens` operationId).
+func (c *Client) ListTokens(ctx context.Context, params *ListTokensParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListTokensRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // GetToken One interest token's label, level, parent, children, size and sample members.
 //
 // Browse the interest hierarchy: a level-0 token is a coarse interest, its children refine it. size is the number of ads indexed under the token. Example request: GET /v1/tokens/0.1.
@@ -914,6 +1229,23 @@ func (c *Client) RetrieveCandidates(ctx context.Context, body RetrieveCandidates
 // Corresponds with GET /v1/tokens/{token} (the `GetToken` operationId).
 func (c *Client) GetToken(ctx context.Context, token string, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetTokenRequest(c.Server, token)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListTokenMembers A page of the ads indexed under one interest token.
+//
+// The ads whose Bag-of-Meaning holds the token in the live index (fresh ads included), in index order. Pass next_cursor back as cursor for the next page; it is absent on the last page. Ads indexed while paging appear when they sort after the cursor. Example request: GET /v1/tokens/0.1/members?limit=2.
+//
+// Corresponds with GET /v1/tokens/{token}/members (the `ListTokenMembers` operationId).
+func (c *Client) ListTokenMembers(ctx context.Context, token string, params *ListTokenMembersParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListTokenMembersRequest(c.Server, token, params)
 	if err != nil {
 		return nil, err
 	}
@@ -1126,6 +1458,86 @@ func NewPostEntitiesRequestWithBody(server string, contentType string, body io.R
 	return req, nil
 }
 
+// NewListEntityEventsRequest constructs an http.Request for the ListEntityEvents method
+func NewListEntityEventsRequest(server string, pType EntityType, id EntityID, params *ListEntityEventsParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "type", pType, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/entities/%s/%s/events", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewGetInterestsRequest constructs an http.Request for the GetInterests method
 func NewGetInterestsRequest(server string, pType EntityType, id EntityID) (*http.Request, error) {
 	var err error
@@ -1287,6 +1699,100 @@ func NewPostEventsRequestWithBody(server string, contentType string, body io.Rea
 	return req, nil
 }
 
+// NewGetMapRequest constructs an http.Request for the GetMap method
+func NewGetMapRequest(server string, params *GetMapParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/map")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewProjectEntitiesRequest calls the generic ProjectEntities builder with application/json body
+func NewProjectEntitiesRequest(server string, body ProjectEntitiesJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewProjectEntitiesRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewProjectEntitiesRequestWithBody constructs an http.Request for the ProjectEntities method, with any body, and a specified content type
+func NewProjectEntitiesRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/map/project")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewGetModelRequest constructs an http.Request for the GetModel method
 func NewGetModelRequest(server string) (*http.Request, error) {
 	var err error
@@ -1381,6 +1887,96 @@ func NewRetrieveCandidatesRequestWithBody(server string, contentType string, bod
 	return req, nil
 }
 
+// NewListTokensRequest constructs an http.Request for the ListTokens method
+func NewListTokensRequest(server string, params *ListTokensParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/tokens")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Level != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "level", *params.Level, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Parent != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "parent", *params.Parent, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewGetTokenRequest constructs an http.Request for the GetToken method
 func NewGetTokenRequest(server string, token string) (*http.Request, error) {
 	var err error
@@ -1405,6 +2001,79 @@ func NewGetTokenRequest(server string, token string) (*http.Request, error) {
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListTokenMembersRequest constructs an http.Request for the ListTokenMembers method
+func NewListTokenMembersRequest(server string, token string, params *ListTokenMembersParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "token", token, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/tokens/%s/members", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -1519,6 +2188,15 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/entities (the `PostEntities` operationId).
 	PostEntitiesWithResponse(ctx context.Context, body PostEntitiesJSONRequestBody, reqEditors ...RequestEditorFn) (*PostEntitiesResponse, error)
 
+	// ListEntityEventsWithResponse A page of the events an entity made (it is their source), newest first.
+	//
+	// The stored events whose src is the entity (a user's clicks, purchases, ...; an ad's campaign link), newest first. Pass next_cursor back as cursor for the next page; it is absent on the last page. Events stored while paging shift later pages by as many. Example request: GET /v1/entities/user/u1/events?limit=2.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/entities/{type}/{id}/events (the `ListEntityEvents` operationId).
+	ListEntityEventsWithResponse(ctx context.Context, pType EntityType, id EntityID, params *ListEntityEventsParams, reqEditors ...RequestEditorFn) (*ListEntityEventsResponse, error)
+
 	// GetInterestsWithResponse The entity's Bag-of-Meaning interest tokens with labels.
 	//
 	// The tokens (one or more per level of the interest hierarchy, coarse to fine) that represent the entity in the index, with their weights and human-readable labels. Example request: GET /v1/entities/user/u1/interests.
@@ -1554,6 +2232,33 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/events (the `PostEvents` operationId).
 	PostEventsWithResponse(ctx context.Context, body PostEventsJSONRequestBody, reqEditors ...RequestEditorFn) (*PostEventsResponse, error)
+
+	// GetMapWithResponse A 2-D map of a sample of the ads' embeddings (PCA), coloured by coarse interest.
+	//
+	// Projects ads onto the first two principal components of the served model's ad embeddings. The basis is computed once per model version from an evenly spaced sample of at most 4096 ads (centred covariance, top two eigenvectors by power iteration; each axis signed so that its largest coefficient is positive). The answer holds at most limit ads, evenly spaced over all of them, each with its coarse interest (its best level-0 token); the interests list counts them. POST /v1/map/project places any entity with the same basis. Example request: GET /v1/map?limit=3.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/map (the `GetMap` operationId).
+	GetMapWithResponse(ctx context.Context, params *GetMapParams, reqEditors ...RequestEditorFn) (*GetMapResponse, error)
+
+	// ProjectEntitiesWithBodyWithResponse Place entities (users, ads, ...) on the map of GET /v1/map.
+	//
+	// Projects each entity's current embedding (as retrieval uses it: a user with events since the model was trained, or a fresh ad, is embedded now) with the basis of GET /v1/map for the same model version. Entities the service does not know are listed in missing. A read: it stores nothing.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/map/project (the `ProjectEntities` operationId).
+	ProjectEntitiesWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ProjectEntitiesResponse, error)
+
+	// ProjectEntitiesWithResponse Place entities (users, ads, ...) on the map of GET /v1/map.
+	//
+	// Projects each entity's current embedding (as retrieval uses it: a user with events since the model was trained, or a fresh ad, is embedded now) with the basis of GET /v1/map for the same model version. Entities the service does not know are listed in missing. A read: it stores nothing.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/map/project (the `ProjectEntities` operationId).
+	ProjectEntitiesWithResponse(ctx context.Context, body ProjectEntitiesJSONRequestBody, reqEditors ...RequestEditorFn) (*ProjectEntitiesResponse, error)
 
 	// GetModelWithResponse The serving model's version, training time and metrics.
 	//
@@ -1591,6 +2296,15 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/retrieve (the `RetrieveCandidates` operationId).
 	RetrieveCandidatesWithResponse(ctx context.Context, body RetrieveCandidatesJSONRequestBody, reqEditors ...RequestEditorFn) (*RetrieveCandidatesResponse, error)
 
+	// ListTokensWithResponse A page of the interest tokens of one level (optionally the children of one token), largest first.
+	//
+	// Browse the interest hierarchy level by level: the tokens of level (0 is the coarsest), or only the children of parent, ordered by size (ads indexed under the token, largest first, then by code). Each token carries its label, size, number of children and a few sample member ads. Pages are of the ordering at request time: pass next_cursor back as cursor for the next page; it is absent on the last page. Example request: GET /v1/tokens?level=0&limit=2.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/tokens (the `ListTokens` operationId).
+	ListTokensWithResponse(ctx context.Context, params *ListTokensParams, reqEditors ...RequestEditorFn) (*ListTokensResponse, error)
+
 	// GetTokenWithResponse One interest token's label, level, parent, children, size and sample members.
 	//
 	// Browse the interest hierarchy: a level-0 token is a coarse interest, its children refine it. size is the number of ads indexed under the token. Example request: GET /v1/tokens/0.1.
@@ -1599,6 +2313,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/tokens/{token} (the `GetToken` operationId).
 	GetTokenWithResponse(ctx context.Context, token string, reqEditors ...RequestEditorFn) (*GetTokenResponse, error)
+
+	// ListTokenMembersWithResponse A page of the ads indexed under one interest token.
+	//
+	// The ads whose Bag-of-Meaning holds the token in the live index (fresh ads included), in index order. Pass next_cursor back as cursor for the next page; it is absent on the last page. Ads indexed while paging appear when they sort after the cursor. Example request: GET /v1/tokens/0.1/members?limit=2.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/tokens/{token}/members (the `ListTokenMembers` operationId).
+	ListTokenMembersWithResponse(ctx context.Context, token string, params *ListTokenMembersParams, reqEditors ...RequestEditorFn) (*ListTokenMembersResponse, error)
 }
 
 // GetDocsResponse429Headers the declared response headers of an HTTP 429 response for GetDocs
@@ -2098,6 +2821,103 @@ func (r PostEntitiesResponse) ContentType() string {
 	return ""
 }
 
+// ListEntityEventsResponse429Headers the declared response headers of an HTTP 429 response for ListEntityEvents
+type ListEntityEventsResponse429Headers struct {
+	RetryAfter *int
+}
+
+// ListEntityEventsResponse503Headers the declared response headers of an HTTP 503 response for ListEntityEvents
+type ListEntityEventsResponse503Headers struct {
+	RetryAfter *int
+}
+
+type ListEntityEventsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *EventPage
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListEntityEventsResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListEntityEventsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListEntityEventsResponse) GetJSON200() *EventPage {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListEntityEventsResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListEntityEventsResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ListEntityEventsResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListEntityEventsResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ListEntityEventsResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ListEntityEventsResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListEntityEventsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListEntityEventsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListEntityEventsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListEntityEventsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetInterestsResponse429Headers the declared response headers of an HTTP 429 response for GetInterests
 type GetInterestsResponse429Headers struct {
 	RetryAfter *int
@@ -2417,6 +3237,207 @@ func (r PostEventsResponse) ContentType() string {
 	return ""
 }
 
+// GetMapResponse429Headers the declared response headers of an HTTP 429 response for GetMap
+type GetMapResponse429Headers struct {
+	RetryAfter *int
+}
+
+// GetMapResponse503Headers the declared response headers of an HTTP 503 response for GetMap
+type GetMapResponse503Headers struct {
+	RetryAfter *int
+}
+
+type GetMapResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *EmbeddingMap
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetMapResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetMapResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetMapResponse) GetJSON200() *EmbeddingMap {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetMapResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetMapResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetMapResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetMapResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r GetMapResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetMapResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetMapResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetMapResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetMapResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ProjectEntitiesResponse429Headers the declared response headers of an HTTP 429 response for ProjectEntities
+type ProjectEntitiesResponse429Headers struct {
+	RetryAfter *int
+}
+
+// ProjectEntitiesResponse503Headers the declared response headers of an HTTP 503 response for ProjectEntities
+type ProjectEntitiesResponse503Headers struct {
+	RetryAfter *int
+}
+
+type ProjectEntitiesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ProjectResponse
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON408 the response for an HTTP 408 `application/problem+json` response
+	ApplicationproblemJSON408 *Problem
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *Problem
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ProjectEntitiesResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ProjectEntitiesResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ProjectEntitiesResponse) GetJSON200() *ProjectResponse {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ProjectEntitiesResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ProjectEntitiesResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON408 returns the response for an HTTP 408 `application/problem+json` response
+func (r ProjectEntitiesResponse) GetApplicationproblemJSON408() *Problem {
+	return r.ApplicationproblemJSON408
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r ProjectEntitiesResponse) GetApplicationproblemJSON413() *Problem {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r ProjectEntitiesResponse) GetApplicationproblemJSON415() *Problem {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ProjectEntitiesResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ProjectEntitiesResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ProjectEntitiesResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ProjectEntitiesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ProjectEntitiesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ProjectEntitiesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ProjectEntitiesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetModelResponse429Headers the declared response headers of an HTTP 429 response for GetModel
 type GetModelResponse429Headers struct {
 	RetryAfter *int
@@ -2701,6 +3722,103 @@ func (r RetrieveCandidatesResponse) ContentType() string {
 	return ""
 }
 
+// ListTokensResponse429Headers the declared response headers of an HTTP 429 response for ListTokens
+type ListTokensResponse429Headers struct {
+	RetryAfter *int
+}
+
+// ListTokensResponse503Headers the declared response headers of an HTTP 503 response for ListTokens
+type ListTokensResponse503Headers struct {
+	RetryAfter *int
+}
+
+type ListTokensResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *TokenPage
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListTokensResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListTokensResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListTokensResponse) GetJSON200() *TokenPage {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListTokensResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListTokensResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ListTokensResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListTokensResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ListTokensResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ListTokensResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListTokensResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListTokensResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListTokensResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListTokensResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetTokenResponse429Headers the declared response headers of an HTTP 429 response for GetToken
 type GetTokenResponse429Headers struct {
 	RetryAfter *int
@@ -2792,6 +3910,103 @@ func (r GetTokenResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetTokenResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListTokenMembersResponse429Headers the declared response headers of an HTTP 429 response for ListTokenMembers
+type ListTokenMembersResponse429Headers struct {
+	RetryAfter *int
+}
+
+// ListTokenMembersResponse503Headers the declared response headers of an HTTP 503 response for ListTokenMembers
+type ListTokenMembersResponse503Headers struct {
+	RetryAfter *int
+}
+
+type ListTokenMembersResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *MemberPage
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListTokenMembersResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListTokenMembersResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListTokenMembersResponse) GetJSON200() *MemberPage {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListTokenMembersResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListTokenMembersResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ListTokenMembersResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListTokenMembersResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ListTokenMembersResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ListTokenMembersResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListTokenMembersResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListTokenMembersResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListTokenMembersResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListTokenMembersResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -2906,6 +4121,21 @@ func (c *ClientWithResponses) PostEntitiesWithResponse(ctx context.Context, body
 	return ParsePostEntitiesResponse(rsp)
 }
 
+// ListEntityEventsWithResponse A page of the events an entity made (it is their source), newest first.
+//
+// The stored events whose src is the entity (a user's clicks, purchases, ...; an ad's campaign link), newest first. Pass next_cursor back as cursor for the next page; it is absent on the last page. Events stored while paging shift later pages by as many. Example request: GET /v1/entities/user/u1/events?limit=2.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/entities/{type}/{id}/events (the `ListEntityEvents` operationId).
+func (c *ClientWithResponses) ListEntityEventsWithResponse(ctx context.Context, pType EntityType, id EntityID, params *ListEntityEventsParams, reqEditors ...RequestEditorFn) (*ListEntityEventsResponse, error) {
+	rsp, err := c.ListEntityEvents(ctx, pType, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListEntityEventsResponse(rsp)
+}
+
 // GetInterestsWithResponse The entity's Bag-of-Meaning interest tokens with labels.
 //
 // The tokens (one or more per level of the interest hierarchy, coarse to fine) that represent the entity in the index, with their weights and human-readable labels. Example request: GET /v1/entities/user/u1/interests.
@@ -2964,6 +4194,51 @@ func (c *ClientWithResponses) PostEventsWithResponse(ctx context.Context, body P
 		return nil, err
 	}
 	return ParsePostEventsResponse(rsp)
+}
+
+// GetMapWithResponse A 2-D map of a sample of the ads' embeddings (PCA), coloured by coarse interest.
+//
+// Projects ads onto the first two principal components of the served model's ad embeddings. The basis is computed once per model version from an evenly spaced sample of at most 4096 ads (centred covariance, top two eigenvectors by power iteration; each axis signed so that its largest coefficient is positive). The answer holds at most limit ads, evenly spaced over all of them, each with its coarse interest (its best level-0 token); the interests list counts them. POST /v1/map/project places any entity with the same basis. Example request: GET /v1/map?limit=3.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/map (the `GetMap` operationId).
+func (c *ClientWithResponses) GetMapWithResponse(ctx context.Context, params *GetMapParams, reqEditors ...RequestEditorFn) (*GetMapResponse, error) {
+	rsp, err := c.GetMap(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetMapResponse(rsp)
+}
+
+// ProjectEntitiesWithBodyWithResponse Place entities (users, ads, ...) on the map of GET /v1/map.
+//
+// Projects each entity's current embedding (as retrieval uses it: a user with events since the model was trained, or a fresh ad, is embedded now) with the basis of GET /v1/map for the same model version. Entities the service does not know are listed in missing. A read: it stores nothing.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/map/project (the `ProjectEntities` operationId).
+func (c *ClientWithResponses) ProjectEntitiesWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ProjectEntitiesResponse, error) {
+	rsp, err := c.ProjectEntitiesWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseProjectEntitiesResponse(rsp)
+}
+
+// ProjectEntitiesWithResponse Place entities (users, ads, ...) on the map of GET /v1/map.
+//
+// Projects each entity's current embedding (as retrieval uses it: a user with events since the model was trained, or a fresh ad, is embedded now) with the basis of GET /v1/map for the same model version. Entities the service does not know are listed in missing. A read: it stores nothing.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/map/project (the `ProjectEntities` operationId).
+func (c *ClientWithResponses) ProjectEntitiesWithResponse(ctx context.Context, body ProjectEntitiesJSONRequestBody, reqEditors ...RequestEditorFn) (*ProjectEntitiesResponse, error) {
+	rsp, err := c.ProjectEntities(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseProjectEntitiesResponse(rsp)
 }
 
 // GetModelWithResponse The serving model's version, training time and metrics.
@@ -3026,6 +4301,21 @@ func (c *ClientWithResponses) RetrieveCandidatesWithResponse(ctx context.Context
 	return ParseRetrieveCandidatesResponse(rsp)
 }
 
+// ListTokensWithResponse A page of the interest tokens of one level (optionally the children of one token), largest first.
+//
+// Browse the interest hierarchy level by level: the tokens of level (0 is the coarsest), or only the children of parent, ordered by size (ads indexed under the token, largest first, then by code). Each token carries its label, size, number of children and a few sample member ads. Pages are of the ordering at request time: pass next_cursor back as cursor for the next page; it is absent on the last page. Example request: GET /v1/tokens?level=0&limit=2.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/tokens (the `ListTokens` operationId).
+func (c *ClientWithResponses) ListTokensWithResponse(ctx context.Context, params *ListTokensParams, reqEditors ...RequestEditorFn) (*ListTokensResponse, error) {
+	rsp, err := c.ListTokens(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListTokensResponse(rsp)
+}
+
 // GetTokenWithResponse One interest token's label, level, parent, children, size and sample members.
 //
 // Browse the interest hierarchy: a level-0 token is a coarse interest, its children refine it. size is the number of ads indexed under the token. Example request: GET /v1/tokens/0.1.
@@ -3039,6 +4329,21 @@ func (c *ClientWithResponses) GetTokenWithResponse(ctx context.Context, token st
 		return nil, err
 	}
 	return ParseGetTokenResponse(rsp)
+}
+
+// ListTokenMembersWithResponse A page of the ads indexed under one interest token.
+//
+// The ads whose Bag-of-Meaning holds the token in the live index (fresh ads included), in index order. Pass next_cursor back as cursor for the next page; it is absent on the last page. Ads indexed while paging appear when they sort after the cursor. Example request: GET /v1/tokens/0.1/members?limit=2.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/tokens/{token}/members (the `ListTokenMembers` operationId).
+func (c *ClientWithResponses) ListTokenMembersWithResponse(ctx context.Context, token string, params *ListTokenMembersParams, reqEditors ...RequestEditorFn) (*ListTokenMembersResponse, error) {
+	rsp, err := c.ListTokenMembers(ctx, token, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListTokenMembersResponse(rsp)
 }
 
 // ParseGetDocsResponse parses an HTTP response from a GetDocsWithResponse call
@@ -3484,6 +4789,97 @@ func ParsePostEntitiesResponse(rsp *http.Response) (*PostEntitiesResponse, error
 	return response, nil
 }
 
+// ParseListEntityEventsResponse parses an HTTP response from a ListEntityEventsWithResponse call
+func ParseListEntityEventsResponse(rsp *http.Response) (*ListEntityEventsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListEntityEventsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest EventPage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListEntityEventsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ListEntityEventsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseGetInterestsResponse parses an HTTP response from a GetInterestsWithResponse call
 func ParseGetInterestsResponse(rsp *http.Response) (*GetInterestsResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -3788,6 +5184,195 @@ func ParsePostEventsResponse(rsp *http.Response) (*PostEventsResponse, error) {
 	return response, nil
 }
 
+// ParseGetMapResponse parses an HTTP response from a GetMapWithResponse call
+func ParseGetMapResponse(rsp *http.Response) (*GetMapResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetMapResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest EmbeddingMap
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetMapResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetMapResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseProjectEntitiesResponse parses an HTTP response from a ProjectEntitiesWithResponse call
+func ParseProjectEntitiesResponse(rsp *http.Response) (*ProjectEntitiesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ProjectEntitiesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ProjectResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 408:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON408 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ProjectEntitiesResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ProjectEntitiesResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseGetModelResponse parses an HTTP response from a GetModelWithResponse call
 func ParseGetModelResponse(rsp *http.Response) (*GetModelResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -4054,6 +5639,97 @@ func ParseRetrieveCandidatesResponse(rsp *http.Response) (*RetrieveCandidatesRes
 	return response, nil
 }
 
+// ParseListTokensResponse parses an HTTP response from a ListTokensWithResponse call
+func ParseListTokensResponse(rsp *http.Response) (*ListTokensResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListTokensResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest TokenPage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListTokensResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ListTokensResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseGetTokenResponse parses an HTTP response from a GetTokenWithResponse call
 func ParseGetTokenResponse(rsp *http.Response) (*GetTokenResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -4145,6 +5821,97 @@ func ParseGetTokenResponse(rsp *http.Response) (*GetTokenResponse, error) {
 	return response, nil
 }
 
+// ParseListTokenMembersResponse parses an HTTP response from a ListTokenMembersWithResponse call
+func ParseListTokenMembersResponse(rsp *http.Response) (*ListTokenMembersResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListTokenMembersResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest MemberPage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListTokenMembersResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ListTokenMembersResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
 	// GetDocs This API description as a human-readable HTML page (no external assets).
@@ -4168,6 +5935,9 @@ type ServerInterface interface {
 	// PostEntities Upsert a batch of entities (all-or-nothing).
 	// (POST /v1/entities)
 	PostEntities(w http.ResponseWriter, r *http.Request)
+	// ListEntityEvents A page of the events an entity made (it is their source), newest first.
+	// (GET /v1/entities/{type}/{id}/events)
+	ListEntityEvents(w http.ResponseWriter, r *http.Request, pType EntityType, id EntityID, params ListEntityEventsParams)
 	// GetInterests The entity's Bag-of-Meaning interest tokens with labels.
 	// (GET /v1/entities/{type}/{id}/interests)
 	GetInterests(w http.ResponseWriter, r *http.Request, pType EntityType, id EntityID)
@@ -4177,6 +5947,12 @@ type ServerInterface interface {
 	// PostEvents Append a batch of events (all-or-nothing, idempotent by event id).
 	// (POST /v1/events)
 	PostEvents(w http.ResponseWriter, r *http.Request)
+	// GetMap A 2-D map of a sample of the ads' embeddings (PCA), coloured by coarse interest.
+	// (GET /v1/map)
+	GetMap(w http.ResponseWriter, r *http.Request, params GetMapParams)
+	// ProjectEntities Place entities (users, ads, ...) on the map of GET /v1/map.
+	// (POST /v1/map/project)
+	ProjectEntities(w http.ResponseWriter, r *http.Request)
 	// GetModel The serving model's version, training time and metrics.
 	// (GET /v1/model)
 	GetModel(w http.ResponseWriter, r *http.Request)
@@ -4186,9 +5962,15 @@ type ServerInterface interface {
 	// RetrieveCandidates Candidate ads for a user, a fresh user or an anonymous context.
 	// (POST /v1/retrieve)
 	RetrieveCandidates(w http.ResponseWriter, r *http.Request)
+	// ListTokens A page of the interest tokens of one level (optionally the children of one token), largest first.
+	// (GET /v1/tokens)
+	ListTokens(w http.ResponseWriter, r *http.Request, params ListTokensParams)
 	// GetToken One interest token's label, level, parent, children, size and sample members.
 	// (GET /v1/tokens/{token})
 	GetToken(w http.ResponseWriter, r *http.Request, token string)
+	// ListTokenMembers A page of the ads indexed under one interest token.
+	// (GET /v1/tokens/{token}/members)
+	ListTokenMembers(w http.ResponseWriter, r *http.Request, token string, params ListTokenMembersParams)
 }
 
 // Unimplemented server implementation that returns http.StatusNotImplemented for each endpoint.
@@ -4237,6 +6019,12 @@ func (_ Unimplemented) PostEntities(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// ListEntityEvents A page of the events an entity made (it is their source), newest first.
+// (GET /v1/entities/{type}/{id}/events)
+func (_ Unimplemented) ListEntityEvents(w http.ResponseWriter, r *http.Request, pType EntityType, id EntityID, params ListEntityEventsParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
 // GetInterests The entity's Bag-of-Meaning interest tokens with labels.
 // (GET /v1/entities/{type}/{id}/interests)
 func (_ Unimplemented) GetInterests(w http.ResponseWriter, r *http.Request, pType EntityType, id EntityID) {
@@ -4252,6 +6040,18 @@ func (_ Unimplemented) GetSimilar(w http.ResponseWriter, r *http.Request, pType 
 // PostEvents Append a batch of events (all-or-nothing, idempotent by event id).
 // (POST /v1/events)
 func (_ Unimplemented) PostEvents(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetMap A 2-D map of a sample of the ads' embeddings (PCA), coloured by coarse interest.
+// (GET /v1/map)
+func (_ Unimplemented) GetMap(w http.ResponseWriter, r *http.Request, params GetMapParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ProjectEntities Place entities (users, ads, ...) on the map of GET /v1/map.
+// (POST /v1/map/project)
+func (_ Unimplemented) ProjectEntities(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -4273,9 +6073,21 @@ func (_ Unimplemented) RetrieveCandidates(w http.ResponseWriter, r *http.Request
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// ListTokens A page of the interest tokens of one level (optionally the children of one token), largest first.
+// (GET /v1/tokens)
+func (_ Unimplemented) ListTokens(w http.ResponseWriter, r *http.Request, params ListTokensParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
 // GetToken One interest token's label, level, parent, children, size and sample members.
 // (GET /v1/tokens/{token})
 func (_ Unimplemented) GetToken(w http.ResponseWriter, r *http.Request, token string) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListTokenMembers A page of the ads indexed under one interest token.
+// (GET /v1/tokens/{token}/members)
+func (_ Unimplemented) ListTokenMembers(w http.ResponseWriter, r *http.Request, token string, params ListTokenMembersParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -4377,6 +6189,70 @@ func (siw *ServerInterfaceWrapper) PostEntities(w http.ResponseWriter, r *http.R
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.PostEntities(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListEntityEvents operation middleware
+func (siw *ServerInterfaceWrapper) ListEntityEvents(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "type" -------------
+	var pType EntityType
+
+	err = runtime.BindStyledParameterWithOptions("simple", "type", chi.URLParam(r, "type"), &pType, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "type", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "id" -------------
+	var id EntityID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", chi.URLParam(r, "id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListEntityEventsParams
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", r.URL.Query(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "cursor"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "cursor", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListEntityEvents(w, r, pType, id, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -4499,6 +6375,53 @@ func (siw *ServerInterfaceWrapper) PostEvents(w http.ResponseWriter, r *http.Req
 	handler.ServeHTTP(w, r)
 }
 
+// GetMap operation middleware
+func (siw *ServerInterfaceWrapper) GetMap(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetMapParams
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetMap(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ProjectEntities operation middleware
+func (siw *ServerInterfaceWrapper) ProjectEntities(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ProjectEntities(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // GetModel operation middleware
 func (siw *ServerInterfaceWrapper) GetModel(w http.ResponseWriter, r *http.Request) {
 
@@ -4541,6 +6464,78 @@ func (siw *ServerInterfaceWrapper) RetrieveCandidates(w http.ResponseWriter, r *
 	handler.ServeHTTP(w, r)
 }
 
+// ListTokens operation middleware
+func (siw *ServerInterfaceWrapper) ListTokens(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListTokensParams
+
+	// ------------- Optional query parameter "level" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "level", r.URL.Query(), &params.Level, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "level"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "level", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "parent" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "parent", r.URL.Query(), &params.Parent, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "parent"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "parent", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", r.URL.Query(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "cursor"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "cursor", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListTokens(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // GetToken operation middleware
 func (siw *ServerInterfaceWrapper) GetToken(w http.ResponseWriter, r *http.Request) {
 
@@ -4558,6 +6553,61 @@ func (siw *ServerInterfaceWrapper) GetToken(w http.ResponseWriter, r *http.Reque
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.GetToken(w, r, token)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListTokenMembers operation middleware
+func (siw *ServerInterfaceWrapper) ListTokenMembers(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "token" -------------
+	var token string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "token", chi.URLParam(r, "token"), &token, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "token", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListTokenMembersParams
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", r.URL.Query(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "cursor"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "cursor", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListTokenMembers(w, r, token, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -4699,6 +6749,21 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Get(options.BaseURL+"/v1/tokens/{token}", wrapper.GetToken)
 	})
 	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/tokens", wrapper.ListTokens)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/tokens/{token}/members", wrapper.ListTokenMembers)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/entities/{type}/{id}/events", wrapper.ListEntityEvents)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/map", wrapper.GetMap)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/map/project", wrapper.ProjectEntities)
+	})
+	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/model", wrapper.GetModel)
 	})
 	r.Group(func(r chi.Router) {
@@ -4731,126 +6796,164 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H37chs31uernO35qkxOmlRTN1t0pbaU2Jl4J05ctlOprOVPBrtBElET6ABoUUxKVfsQ+4T7JFvnAOgb",
-	"mxJlO5mpqfgfk2w0Lgfn/HCu0O9RqlaFklxaE01/j5acZVzTx9fc6s353HKN3zJuUi0KK5SMptEbniqZ",
-	"GbAK1kxYmPG50hw0viLkYhzFEb9hqyLn0XQSRyZd8hXDblZCilW5iqZJHNlNwaNpJKTlC66j29vbOCqY",
-	"Zitu/RSeSyvs5sUz/Fz1F5WTKI4ETqNgdhnFkWQr6iiL4kjzX0uheRZNrS55a2h28x2XC7uMpocnpzFO",
-	"JXyfVJMxVgu5iHAqbvC39HtreMN1/wSoj7um8F+az6Np9LeDmugH7qk5+F5lnAYjOmhuCiUNJzK8kKac",
-	"z0UquLRvrNJsQVNKlbRcWvzIiiIXKcPdOSi0muV89cUvBreqMXPcRMtEjjNdcjBcX3MNKZNSWTAWN3Ct",
-	"heUGpFrDIBPmCuZlng+fuo2FnFm/dGOZTHHJB9eTA36NC/mb5r9+mcwn/DA7So9nJ+z07PGTKI6MZbY0",
-	"0fQkeRxHVliiYXNFNDQuqdqEpbWFmR4cLIUeZ/w6rMgciMZro/Da7b4UfuW6cQRu8/PbpV87rJkBzeel",
-	"4RnMeMpKw6Gm1iMDRBZhiDJPQSq7FHJBrxEJszGQ4ABDyaFXZbmacQ1qDsaLjZCu0YjEa9oYADRP1TXX",
-	"BmYbENbwfA5KphxMwVISsFJLA4N/PH8LB5qzbPMbGLYxfudGcyZynE8prcixXzlEYeyK9aiS6z6C+dYH",
-	"DQQgmgUCfhrvofxAeUb/pkhAmKtSZtt8hUwn+DUnznqSTI5Szs/47OT4yeHpUYOzjpPjmrO+b/R3HztJ",
-	"ZUeu7efgodfffA1nxyePwfcPbsVmjL2/ZpZ/J1bCIix8Evk0sxxy7Ar4Tcp5xu8j3R1CeXx4VpPurVKw",
-	"YnIDCGDcWLMHCXE2o9wv7HNJYpqjgD/C4+WKS5iV6RW3MCi4hvNXL+CKb2LgueGAv7jG8OLVEKWSrwq7",
-	"ebgIwmDyGeXkR8mumcjZLP9UnJYKVirjOVjNhOQZbLidwqsf3rwF3GZ6dkDPQGl3FM+VW/KMpVcLjdzt",
-	"X9YfL2EnyVFTwvyc6kXuI2ojeumz8Eg1A2EcbBJdYOAJIfkwbkIqtlqW1iIuZmot43DMMc0hAOZASGCQ",
-	"5qWpEXnJNM/AWM3ZCnsppeYsXeKS/QheUkAzCQUztn1UWLHyohqD35V6SojyuWIZz2CA1Gv8MG31jUeL",
-	"O6GZtjwbfhR3w3rJZWMIL0AnwxiUBLsUeOoRb+JMGR5rXI9h0M9qSCq/krWwS1VaYIHLgOVGAZNmjacY",
-	"ck7VpjGl8fAzSVvFT9TN10xmImOWpKjQquDaCqdECQLejpoXR1d8s1Y6u1wxmy63Fd2fhF0CvylyXDeT",
-	"GTD4teR647aIZUDv8Yy++r4MDKpPmuNQqWOMNMzOPMXvG2BZVmkQVjkGSZXmhEV+qjOlcs5k5JRjp6Xf",
-	"JTdvsINX1JJoozQRY670itloGs1zxWzdveMdbEpg60hl+erecd5i89d8Tq+6vpjWbFN/31vfbarM74IW",
-	"Tdq8m/77agQ1+4WnFod4ni14pZtLtCjeRWJVaG4M7lwcpblIr6I4Yll2adVlyjSuuih1umQGB0iVREXL",
-	"tUYjBPeKDlOp7GXrByEvU7YqmFhgWzW/ZNk1cpazBAqtVspyExpavlB64xrONCNVZC40N42F1AxIZobg",
-	"5rUT923G5b7B3jvjDBfseyXkC/fGpLtJHaJXg/TS2nW4NTNmrZNelmUCBYblr1oNthbbFq5vNCeh+fKa",
-	"5SUH7E7MSkTmAcvM1CHJXOSWa8LcMZxLYNkjAzkrZbokgI1hvRTpElbsihvAA1Bzs6yOQS4XbMFXqCIU",
-	"WigdA0Edy2Cu1cqB6iUB9QAVuKOjo7MYfv75559HL1+Onj1DNCyluIGVyHPh4XWIv2qec2b4JcozDGiq",
-	"z56NXio5wrebElwT0mHQgwzROLL8xvYS82FSFkfXPLVKt9hoD1S4i2tqUe1lm2uv9bS5JnNMftesPaw4",
-	"crV55kXGV4WyXKYbZB0kc5eeW4QyOt1zRAev7RF/7G5/7I5ICPwCbiScipL8h3k0fdegrJD29Dja9nbE",
-	"jTbIQyNkwmhr9u/33OgKD2/jaM3FYmndSuaszC0x1tZe9/hiwr539hkJGNPGxWHPrdm953dg2XVwNO2H",
-	"ZMRBDwMyN0Lf3L4hJNne4K/cCeuRhpQkPNlrOBrD8xuW2nyDuiWqWagIHCAXHJBmdkBtxxfyvHplCvUR",
-	"EUM4PPCTOx1ioJMhBqdie5baIHhxyNmM58TdF9KdL03Qldne9PMr7jmhccK9oMJ/7f1ZyNagO7Co7p+W",
-	"sE3q884Cn4JFQ7OmNVy4V6cXZZIcpVd8Qx/4RTSOeiRbKrs/DTrY9zGEu+1hq285y+1ym9eD8fR7j2+x",
-	"JVyuXR/HvpALbuxrbkiGt4C0dMYk7wEtJ4eQaVUUbU+W0CAyMipYTg6k4Lfqw6iW8tEZwT+5+/VK3nun",
-	"d9erxnFi+73v1AIMgotMm2aPs3dtusSu7kXeXapPNd24Sdr+fXHKoXnt3bQ7tLbNnscOGVeXQRvtla/P",
-	"pZz3LR511fYUqgH7Vv8Sm76puLtjZsmM31wa8RtvrKOxrSuO9tA+WuOWDlLPgPi20bRhI3lHySWzLf3m",
-	"jhPWv4Ofe/Cq60ZBU02XErVIIaHQaoEmR7+9tntDO7vg1tNH60p/a5g5PgDB0K5omCVdmyQrU0stKnsk",
-	"GCOFuOF5rzHS8PB2sMZ7pHqPhuBT6ntoXW8dJQ6ZJAiums+5zJCu2BjID0PCHDunhV1yzcljIvkOqOgi",
-	"beOZ91rdoT5XOlLEZqq001nO5FUU37Nlrt/4LvRG+dvhhnioCfB57On+SToX4E6VLVW1CXXZ1CxbbhL6",
-	"PexoqkYNs8tyTbtK1hjqUaD5SDN5NUUlmmXO5WGgZyD4O5hydSng8L8HI3GwHMLfIVVmwLIY2KUYwkpp",
-	"MgCRQ9hlgr9OYhiPx+TbwxFRWFzUxgqZWmCZ8TZhRn4pGJCjAPWvjPOC66dA/tobe+lOA5gLbSy5+9wa",
-	"3KEF7ukwhpUyuKQU1+rbMut+bXkDR6OwwtFSYCcbT69VDEvk752tWT4f5WLOY1I8KwIMw0v1QYirNbBe",
-	"qvYaZ8ou6ZOQzY7XQmZq7WchdPUO0kjNgbN0CeQIdDoxDrXgyiE4rFBlDq3IKKfXKfhEsxikqpSWe0Ob",
-	"X3O9adEu9pa6kmi3yzQvM/Juvl1yR72KjdyMyMT+RXlOqn1pY0jARcXwd+I2NZ+P4ZmT6+lOunoeGxwN",
-	"W2pDZR6xG2ceTZIkudNaiqM2y2zLx2vHHp6jvJgMCmWMmOUbYFLJzUqVZki0ewpGp7BiG5hxUCthkYpK",
-	"A/+1ZHnF1TjpB1pR7CZYUbSkrtLOb2gTLg3nsoWMLo69fcB5x2ir7Zzlhm/FxihuGbuATdg550InpyaS",
-	"RKBCiFBAXI6PyNPqgkDk2fG+VudQ9jxL1sKO83deGXz76fpXbZOZdn0HE0z6ziFyMO2JkSwzj7acU/vA",
-	"ZKbsoCSrkmVD+AKag8LfIZeDCXwBchhgUQaUIBklnEo3nvdRFOspOCQ0NRQ6vKm9qmindaWJhh8127iu",
-	"h0/9tJ2rziORX1/jfcKAgESD2g5sOOY6zrYhELDQZPBXC8zAqkQUCgsFpBvPqu7xqw+JCwtLVg/sJbJB",
-	"BffLGL5BixwkX5Ow4dR6MV3y9QgbVD3Rf3FAuiIvTedAGYIMK6C9du85zFyxjMN6KXJOI9PbjTHMUgt5",
-	"RW5P4xBVSf6IEBCXSEkD1OdqxjNUqRA1UW3aCYZu+wISTu5HwnuAkER2m/d/KJyi3wiRLDczLTLwIUiW",
-	"D3sNfNJ19zOisOllM9baa170wtNPSxYiNHnONVxJta5gmraf2Soe55zOc2IPehZIKlJOvCVxZwBBFAZK",
-	"k8/IIGcRanV4YeocIvgTGM/DBVvUsSQngw3XeGi14CqGjNOoOJcFrwLl5E534c0rXpB8OIqa4RjO3fxG",
-	"ND+aP4XNkWHCWS0sDHBU+tKZ8FNggbe9aqXWZAfNkWktOeELRJkMbfTxtvvqvpjBvd7cFbtpvnF63KPV",
-	"Bp95o7Pj5Oy0T6nvvHt7p468y9qvtZG9TfQ6VNnjPiNwugzMv50hQfu2Zo2Nk2oduw1z52Jaao1MJ1G0",
-	"Z6rUS6Uyrz+SiEwJ3SpOULqBdanKM4fAwzgwQIVsNeMTQ3v8MkKmTuN2oXmcnLfF+w/n+30ekq/vI0E4",
-	"CQxN/jNidAjBu6OD4kWkafue3Knbq3Z0rK+uX6XBKX3mWCN627tqVG8JmVitRz3yelOIhLnzXmi0nWCw",
-	"bkSwh9vy2LS6tofss8nc6VNpFG1jL2hmARy8XcQy03uybJ0fRNftebSUnM4EtpSoAWqS7Z3ycB04fLjf",
-	"ZIxYiZxp78drz+iZwuHIydI8KB6ZSnt1k6tO4n2G7HqG6/EDZeL2hvWykHvrhe3z4+zIgnhImsAfH9v3",
-	"K/hMztUKjfeC5Sb1eoD5PtTa173q5tK3eHLdvpBz1XPKLEWeaf6xoZitljm/bj1pmjJMe0DY5hVKU7tc",
-	"IWvr/Qm7I1Vkt6eY7L77SeyahcX4DncSttcntweFOkhMeYn0cApJMLBSxbRBDbHQyirK6aIm3nc0p+wo",
-	"Jbl56n43dcpY5w2nu2luRIYWf6oybvpdnxWR2hO8cDMf45sXUZ9iXVupDwSlNr17CY3H/nma8sJnu3Y0",
-	"wMaTHrWAG+Pz2+/e96qb9306nOFpicD5BrnPjTvjTHN9XtqeNK9zGTJLYSGuuayyseokNxiNWCFG2ERp",
-	"+PbF68vzVy8u//n85zdjOM/XbINnDqd0PnJbX/GN28ZUyblYlJpnQ7TPqoy6EHeKoU6id5Hldrrd09Dv",
-	"bOO9aM4nx2VWKCFdGnBR8dGMevRhlhgOVMElK8R4w1Z54+svRrmEtoNMpabytFdp6CVa8m7ZqP2MWGmX",
-	"MKg/4gTpGCX5pk0k+rZzQV32pvBo1qZ5pQCPWMMMdCd15udhxuBioBCoRXMOCpxLR7RLfiGXgmum06VI",
-	"WQ4heSukicpORqwzqkL2K3kXcVg0+2R8Ib1fUtd+OW+ek37N4Cu2GKn56CVn0mXuIRpQ4Gt8IZ9rrbTb",
-	"+V0Z4TDYlQc8HF/IC4k8iut1DaZ3bI5nWgODD0tU+PB5g1H/+QGUvpBNZvWJq67YgUzLbCVkxUymkfLZ",
-	"x6Dxheyw55DYEz7gpJUWv/k5f0XcAP/8MIbXnNy3mgMyH5Qy56bp7b6Q9YI+NNjtwxa/TR2SOimo+B/H",
-	"N8BIep0sXMhaGGBwsKQI/W9xqJjwNPAyAibVrOAwCEIz9CqcMNDg2As5uEuWYidIZGCvtZILmo6oi0lo",
-	"ecfJBJRfwIUMK4gdYVqO8DH85LNmaX/pDZcoKgw1J06hkgIzdU74gGAD1ciKbyToXvHNkBwUrJVYfyEH",
-	"SPUqkf9DDOH7rNTGfnCuPMqsDy6GkN57fHjm962RwPthfCHf1ty6ZDLLUXBhhrKHtmoVrwiVBsCsK3PB",
-	"qazYzUjIeY4HFA6uJBqWzF7IuZCZAamc08Tkygavon/t15KXfLRmwn5AOjXSpmlPF9xSSrLLuL6QdT70",
-	"cHsZU5h88N6X4BdaqpwClXaJ4/9aYs+6chThfMyFpEGOD8/G8BM58myTFDR7h0obbuOe3HQyVKq88lKa",
-	"C3l3ZrmwzWzrvu2Ar4kbcChV5hnVCVxIZiBHPmWm3dzVE/mKPkpTpuov4re3zjmNCiBhIoisXv4Gpc6K",
-	"FNZK5xn+TKCU8ZX6QHR0GIXNPlzIgYPUMhmPYxffoU8hoG0gLfyjENY2+DkZj4cuLSrUI3z74jX8v//z",
-	"f+Hb5gkQMjTgdThYokY8PpqMk3FCOUFOhKNpdDROxkdoZzG7JH2B5Bk/LDjpSajDELi9yKJp9A9un+Hz",
-	"TqneYZJ0Sj4sv7EHS7vK21WELr/pfzz74eu3P796DtjAZzrJqFki0VWCegtmUPI1n3NNeTGFr4o7Tia7",
-	"lPJqznWZRRwdH57d375ZyNRUtKLpu/dxZMrViukNTUsYmldjtkDYsyxXTBLKs1nO4du3L79zLs+BVMBv",
-	"LNeS5cCM4dY4pzBbGNT4qg0w0XscOuD6zj361j+/d4+ax3FPOU7IL4jU1f71Kz4trGfHznNx/a/foO9Q",
-	"z8WDmI7JO+ncyNnppfNL/3w/WahChrUw/A2cEAh96VLSFqxckFIXfpg8VCzCnP7VZH6l1YrbJS9NpW8M",
-	"fii4fMtzvqI6Hn5TKDxH7ub1pq5xFyi9KXj6v9788P0nM31Q2v8QmL3t2cvKeuuFOKQZwYlKy5WPZ//7",
-	"AdwgTPNonAwR7nAr9tpXVCnv29efz19+97B9Db3+ta+fb19jwH0Yxri9s1LkFs3Nprvgzv12FsjOnX7t",
-	"Hn+2E8tlFn6GQ+t16OiP35w4OkmO7n+nWWV714bizEV90j0lLdklA7CtOlJUU138vaWW37mlDVOZvF3K",
-	"9ERS3ljK3gimqxV208pcpgAcWjqD4yQByUKIo50dGUqgXPppxm9wyt50qkIvIfRHa4vBKDQRUiZhxiuf",
-	"R9ZQ8EHyG9vKbqVSlhZfvlLGPq8Tpb198pVyabj7MSZRR/L1Obn+6g06p7hMlSqCc6BoplsQzo2C0VUd",
-	"WLMyA2GJ5SVvF8q9a8SZ60SSaBodJoeno8nhKJm8nRxOk2SaJP+7UeccsdR63UzgqtnIT300iUJQmdyb",
-	"OVKJqGWWipsYyFh13MMs14VWal67wlgW3b5v1KruVcHXqAm8bTs/rS757adARHsnKgI2CwqSZu7/pM7k",
-	"T3xm/uEDltMqY+jBFpKNzIFL8jBweSgYJU8e1n5y9MD2J38COD6MRg8HU3zn8f3v9F1L0wHittf93fvb",
-	"FjL/WBiubUj3pmTS4OUdsDwfKT3y1dEt3VgQO22D78HvKG63B7+L7PYguICbVktPON3lFg6orktTOjHl",
-	"KFJwI+Bz5U0OPuZN7GM9YBWFdYbknwLNC80p1cdVnhLIe+czoXUrc9FFYJxDu2MT+6RGeO7ENbiDpkDX",
-	"vjSXXBquD8pJvdxt6P4Ht1W9StS+Yeld/xbXTQ4alyDdxnu2fvEswn3+NA2mDvESEtOdTx5NKSdkOxYb",
-	"XU/quhVcmg/rRTPN2TxXJRiWLpmuavCmKbOJq8ObziZVSIvy2lxYLUrGk5OoDpYl49MjJEPoeanKNTdL",
-	"LqHQQitm7L2dT+rOJ+OTSavzk+Nm598dTidn9YuH9YuHY3rQmBWVie4Lxt3apR5ErhnmTwHl4/8A0Lxt",
-	"GxFB/h+ZbrioghMPPgQJjTRmj3JVROweoPNJIjth7mtlhOQjiTjcjKMhuDG94PaS4s6DrJkhWs1drSXg",
-	"8+E+YMSyAzZ5HGb0Pxvdf8myizJJDk+vvjyCgU/79qjxqPYoz3iuKEPHZXeVLh912xb2S/6zwCxu+qpY",
-	"Fi5/c7mu9e1v9XKjj7j0rTnIUf8IV61+q0T1w4flqf8p2OxTQt75JuwkqTJ+psn47KilGseh1elerR5P",
-	"Wq0O22p277mwNzp2U4/6tFXXpJKkvyDyoyDy+x5AYh6SCHKC5uSvYaoy6dxVePdBZVWI02+OnxcFl1lP",
-	"4j9QXApGLhhDNRaooBmry9SWmgPPFu6CkqpNXd0/Ho+dhU59wXqpKETWU22NBnyojxISasvLj0Zt0Kwf",
-	"w/MqNE9KJtMcqgsb3cVXlGWiObMu17bHcg91zR9vt7vrdFp2+48Oo8GXjbAM2OTx05AnS99r+5kqt0xF",
-	"K0iLo7bx7jfsXXVBiBP2yeO2Ge0tc37dMs39DR874Qh7njw+PT45S46TpFn85NaF4NIcNi2O6k6qGtue",
-	"wQ87g3c8Bs154xx2OSAqjK7vGXqYw6B17cYf4i6oGOB+d0FSuwsOvbvg6C93wV/ugk90FzjMbrkLPGS3",
-	"nQUxiHBJkPVJc9KCyO50IrjbCXcp0ec+weIwSZy+7rCciomanlSq/62dyo0CiC0llm5R+AxRuvq6hQkp",
-	"gnWs1j1jmfGPjOWFiaan/sKDy1wZlNCT8ckTAuLLRq4/K1NUro4P3RPf9HScHNfXL/iq0MaFCy14O5oe",
-	"n06TJwRv1QULvvzq45Sz5sUTfSFfIrv35f5bRypadiKVjsmF45pHBjxt4tojT9k+qBf4zW3ysePbNhu7",
-	"xLzdyg8l6Jra9e/41Y9b5ad1irUp886sWUGluEICs2olUpbnm6dQqDyv7EHqbgzHyZkPpbCeGzNAae8N",
-	"e80zYcCkLOcjVdrYXS8ZbqMkncenclF9t79lMqfbIL0t6dMr66iJe+qLyUMylc++mqlssy2RRJMdMnn4",
-	"MJmsE5ydhFQpzZUchKS0PsJVN9ehDhXkZG8Raede9yWfVM8+5jg8+w+xQvY9ct5qsVhwTWdO7z0wd4hi",
-	"CLXtlsPnaNKYush0UMWQswoNKrOHMgOV5IArLK0r+Qv1mqa/3i/u3mWBINKsk53uUcMqjM8v5BlYpWKX",
-	"xVWVUsWQK3VloCxoHn250SaYciwLfnASIS+s/t41l5I9coXM3F245rJgQ/la7PJcq8I3SJnWoZc77hHo",
-	"etyEdUalaZerbYNCKPz8ui7a+xQbqkon78Y/r4URlgLACE60AUj6uC7vVI6A83zjthwZwdfWkWLesqW6",
-	"t1Hcb1M1TRg/mdHx4UfYUe/pFoWjunD7ni5RWCjt/kffviF7qoCjdm5+cAvWcZTq/t3OHrdty3BNhcPj",
-	"nglu24wPsFe6V+j8IeZXi3fqnW7UHVe+ttPHtX/saHy4w4t21mw0Oe460ZoVyP4Y63GrdXfv7okdNdx7",
-	"x+PksDdaYyxfaMVyWAqeaVUay1cPC9kctWIjR62gilkqthArlQPiD7LFwyI2R+3Ay8nk9v0OV2ZjE47/",
-	"rIW+v2sXverdu40fweu7HaQNtPx3dI3+ZdM/1EqpNrRCY6c1xMD8HU6Ey+5W3Lpmyh9D93hqnWQc/E7/",
-	"3+60wL/Sau3/FMt2PB7VGBKQURKqsVBH8UH60D52ipIvogXN50JyEHYMaD9vX6bFsjrJqpSZ15Ko/zui",
-	"YX49yXjSa/a/9eWTnchVX30pM9Cu44yBjxdjuIgm48ljdyNqHZdKxjv+LFIo2Nz9Z4kKZi3X+OZ/v0tG",
-	"Z++/uLgYuw//1XMP3ieHj+oy5nfRZIxnwmQ8eUL/HZ7Sf8cn0fuqcDlKFfuF4FHCSjGrSlTAb1pQeRig",
-	"MmlBZbdUuT4io37UPjyJuhDqfCtnrZyAB9hjVTV3X/4r9fhX+OhjMOkH2dXr6Vr4Gc/jUHXtatjjSuJj",
-	"J+cUYHHC6xljJ0J1TEXkkx5r0VWqEneVOveVr9ODg1ylLF8qY6dPkicJMZMfZeuKcZcI1apxZc7b6XT4",
-	"p+4KP6q0ZFWt8rjxt8+cO5PiGP2HMcJZvGUK4Ujd1IBGtzU1tnve8l1RZz12cqO/8Ddgun298nXLoUSi",
-	"KsDsJGI/9YapI0SHBo3E3Nv3t/8/AAD//w==",
+	"7H19c9s2uu9XweU5M5F2KZmSXxLL09nxNtlt7jZtJklnpyfOcSASklBTAAuAltWOZ+6HuJ/wfpI7zwOA",
+	"BClKlh0n27OT/tHYJki8Pfg97w9+j1K5LKRgwuho8nu0YDRjCn98w4xan88MU/BbxnSqeGG4FNEkestS",
+	"KTJNjCQryg2ZsplUjCh4hYv5MIojdkOXRc6iySiOdLpgSwqfWXLBl+UymiRxZNYFiyYRF4bNmYpub2/j",
+	"qKCKLplxQ/i2VFp2dP9uwYhgN+YyxQZEzohZMFIods1lqUlB54z0ZEF/LVn/jMglN2QmFTaacaUNtoBR",
+	"cvjcryVT6yiOBF3CgOxHo8aw6c33TMzNIpqcHFUj10ZxMY9g3C+E4Wb98jk0rmYelSPfRUHNou6BZ1Ec",
+	"KfZryRXLoolRJdvS2/j4JIZF87+Ptnf+Dv/e6F4z1T0A/MauIfynYrNoEv3HQU0eB/apPvhBZgw7wx1T",
+	"TBdSaIYb9lLocjbjKWfCvDVS0TkOKZXCMGHgR1oUOU8pbORBoeQ0Z8s//6JhV4ORw34bynMY6YIRzdQ1",
+	"UySlQkhDtAFSWylumCZCrkgv4/qKzMo8759ZEiQ5NW7q2lCRwpQPrkcH7Bom8h+K/fpNMhuxcXaYHk2P",
+	"6cnp02ew3YaaUkeT4+RpHBlucA3DGWHXMKVqExbGFHpycLDgapixaz8jfcCD1wb+tdt9V/i1/Yxd4E3S",
+	"x7mTFdVEsVmpWUamLKWlZqRerSea4LJwjStzRoQ0Cy7m+BouYTYkeMQJhTOOr4pyOWV4nLQ74FzYRgME",
+	"gknQAVEslddMaTJdE240y2dEipQRXdAUoaBUQpPe31+8IweK0Wz9G9F0rd3ODWaU5zCeUhiew3dFHw5k",
+	"G4AGFQJ1LZhrfRBgFa6ZX8BPoz04P6Q8xf8msIBkJkuRbdIVEB1n1wwp61kyOkwZO2XT46Nn45PDgLKO",
+	"kqOasn4IvncXOQlpBrbtY9DQm799S06Pjp8S931iZ6yH8PU31LDv+ZIbgIVPWj5FDSM5fIqwm5SxjN21",
+	"dDsO5dH4tF66d1KSJRVrAgDGtNF7LCGMZpC7iT3WSUxzOOBPgBFeMUGmZXrFDOkVTJHz1y/JFVvHhOWa",
+	"EfiLbUxevu7DqWTLwqzvfwRJb/SI5+QnQa8pz+k0/1ScFpIsZcZyYhTlgmVkzcyEvP7x7TsC24zPDvAZ",
+	"kcoKDZ4jT2l6NVdA3e5l9fATdpwchifMjame5D5HbYAvPQqNVCPg2sImrgvpuYUQrB+HkAqtFqUxgIuZ",
+	"XInYszmqGPGA2eOCUJLmpa4ReUEVy4g2itElfKUUitF0AVN2PbiTQhQVpKDaNFmF4Ut3VGPidqUeEqB8",
+	"LmnGMtKD1Qv+MGl8G1iL5dBUGZb1H0TdZLVgIujCHaDjfkykIGbBgeshbcJIKbA1poak101qsFRuJitu",
+	"FrI0hHoqIzTXklChV8DFgHKqNsGQhv1HOm0VPVnRloqMZ9TgKSqULJgy3ApRHIG3JebF0RVbr6TKLpfU",
+	"pItNmfif3CwIuylymDcVGaEE5Vq7RTQj+B7L8Ff3LU161U+KQVepJYzUj06fwe9rQrOskiCMtASSSsUQ",
+	"i9xQp1LmjIrIivFWn9h1bt7CB15jS1wbqXAxZlItqYkm0SyX1NSft7QDTRFs7VIZtryzn3fQ/A2b4av2",
+	"W1Qpuq5/31veDUXm916KRmneDv9D1YOc/sJSA128yOasks0F6D7vI74sFNMadi6O0pynV1Ec0Sy7NPIy",
+	"pQpmXZQqXVANHaRSgKBlW4O6BHuFzFRIc9n4AxeXKV0WlM+hrZxd0uwaKMtqAoWSS2mY9g0Nm0vUfOTs",
+	"cqooiiIzrpgOJlIT4IvllGUZF/NXtNik2inVXF/qgDOE1HkOyiJiveYagQIWujQsIzMllwEVVeogqJBI",
+	"zSy7vKaKW26woYkC9HkF0Pb+RBPfntBcijm5sQcCf16j2ufpZg9ia1GMX27drZamkirNSNWq0k0lF0bH",
+	"ZMX4fGHIN/BHrixyN9s0xvdQul4ys5DdOIL4eOkJqquFHcfe5+sVLV7DG53nSxqad5MDYC2hgjBPVsAL",
+	"Ks6TWcbZRRitU9icTzX1uEmRfiidVFVNOdzezrMMmjZn+o3leJungLkGey+e1d1xX7h4ad8YtdexNeOq",
+	"k61DXG+OjBpjGRjNMg7bQPPXjQYbZNDcsr8phnzjm2ual4zA5/i0BOGkRzM9scx0xnPDFIodQ3IuCM2e",
+	"aJLTUqQLlDFislrwdEGW9IppAjKgYnpRSYJMzOmcLUFKLhSXKibI7akFCStXXKKs0gMd5vDw8DQmP//8",
+	"88+DV68Gz5+DQFAKfkOWPM+5kzD68FfFckY1uwSWRno41OfPB6+kGMDbIROrF9Ky4XvZYuLIsBvTuZj3",
+	"YzRxdM1SY01fD8aqrdyqk2yuneDfpJrMEvmuUTsEssvVpJmXGVsW0jCRroF0YJnb67mxUFqle/bYBcE/",
+	"tbc/tlIi8fRCbE8wFCnYj7No8j5YWS7MyVEXLwraAA0NgAijjdF/2HOjK5HgNo4sQ7AzmdEyN0hYG3vd",
+	"YTj1+97aZ1jAGDcu9nu+Dc1gz187G10Hjq333AhrVtsf8qD5G5ZKlXWxjMCw28E4phrQQVpOkdPAlLt5",
+	"5Lp5D3avHd7ALMmSZmwPRuPWJOAkdt5bl9bN8RMOlWke/B2k9ymEdxewtNahTVrVp7YuxA5++QDSuSez",
+	"3L5Jf0NutUkhf7WKjONmqIuCAlWzvCF5cUNTk69BhQfpDcTLA0CaA1SAD7Dt8EKcV69MSC2Jx8TL6PCT",
+	"FcJjggJ4TKwlw8HWGhgk0PmU5YigF8KK8SFjF9ne6+dm3HHqYMCdjIv92vlnLhqdbqHG+vs4hY7z3Jrg",
+	"GTEoNVdrTS7sq5OLMkkO0yu2xh/YRdR55oU0+69Bi78+ZOFuO8jqO0Zzs9ikdW+j+r3DhdMAcNuui2Jf",
+	"ijnT5g3TyCc2cKW0Njumt6JepmRRNB0GXBGeoUpGc7TTe/dAt04WCLitHtyT3a9X571zeLte1ZYSm+99",
+	"L+dEA7iAsldbl6yqadIFfOpO7r5NvK6GG4dL270vTmt447xhn8hR79bRHs0Gso3JtdUq12HX7CsFcF9T",
+	"VgUG3dPa3OZvm1q1tWlNmTYkZ9csHyTOAO+23k7iiSZTOh8+lFeG0vjNfvL3+gHcNDQi3UTwjc4lZvjy",
+	"vgvs1ZBN+0S1NNAkJmnOEQ+MJOMkIdM1cLdPX7F7qR52bt1yaEXc+1ki2Darzd0H6hHFTkfC+wqk52gG",
+	"z9gNy0gpMmcqx8/sIZXa7rrOqxVS7cJ1rju88bZiSs2FX3DA4nU3EaEBnYs5SUt1XVvfmLqGPzqfi8j8",
+	"AzcoVPiBz3gXESr1vVq/ZzRd+MZPNFkyo3iqh79oKfoxkXkGBx7jN2JCDVlKbchxktzbbuZGv9VohZtx",
+	"qflvLNjGgBO5ge1hTNlQzevVR1YbNA2s5259Lqm5h/TvJtUlYrUdbLBJqhSEo/ulUHKumNbdlvxS0zm7",
+	"ZMIoWWyhhsa+o70HcFnO50DP8Dpxr6MXtFDSSHQjIXST3sg6rDjMk4BMUkXzuIa6/4km2+3HvnWW7J50",
+	"nZUK2gIjvguvoYDcgdG9bXHPytRgi8ra7k3tBb9heaepPYhfaIl4zt/aKZF7j2nXQ2O/1rLPAKH79Zaz",
+	"GRPWDmvYkqCXEWWo2LrkzIIphv5AwbZIaG0BN3jmfLI7LGOV+SOiU1mayTSn4iqK79gy+914l9D8Wkn4",
+	"8fFstl5IozdeB02S5NEMuNVwt0mSS661O+n3Ge79WeKj+QHusNhXxnc/s65lgVlsEX/ua6P9fKLMGxem",
+	"sJXWUlnbuC9D01/DlWt9RO5cpnIQ2MUNU0vvKGE3NDVEsYGi4mpCqCA0s25ZTTo6In8iulxecjL+796A",
+	"Hyz65E8klbpHs5jQS94nS6nQQg/nnF4m8NdRTIbDIcYfQI8AeTayzHCRGkIz7Yz2mfXn9NCZSaQiGWMF",
+	"U2cEY0puzKVVpTz7Ng5RnMZH7NN+bJm6YinMtcXqGxELg4Gf4cCJKm69ljFZAEptbU3z2SDnMxajiFIt",
+	"QN+/VGuRMFtNVgvZnONUmgX+xEX44RUXmVy5UXBVvQNrJGdWuMFgBWtQgq7mTFpZgiwZFVUr9Jrg6xgg",
+	"h6PopbIU3l0Ky6XWjbWLnStFCgZcPc3LDCMwgEHj6lVkZEeEPpBfpKOk2t8/JAmxkXsohAK1ydlsSJ5b",
+	"dJ5sXVdHY73DfkPnruzX9Mbaryus3GbOjqMmyWyejzeWPBxFuWPSK6TWfJqvCRVSrJey1H1cuzOiVUqW",
+	"dE2mDEOBYRWlIuzXkuYVVe8tPdYmyBb8t/GV3eAmXGrmNVrH32ys7aao5RyTjbYzmmu2Eb+HsZWxDSrz",
+	"O2fDfDDwApaEG22hAKkcHmE0iFUrUBJ38SA26MXRLCrmWyTBWWUt3c9QdtX0aeCubyGCUZc0gR7APTGS",
+	"ZvrJhvdwH5jMpOmVaJKlWZ/8mYSdkj+RXPRG5M8E1A8Li8KjBJ5RxKl07WgfjmI9BIuEuoZCizd15IcG",
+	"YGudJux+ELaxn+6fuWFbX6pDotBfbt9HDPBI1KuNqIHntOUN7RMEFhwM/NUQqsmyBBTyEyWwbiyrPg+/",
+	"urBdbsiC1h27Exmsgv3LkPxNKkKJYCs8bDC0TkwXbDWABtWX8J/YI12Rl7rFUPpE+BngXtv3LGYuacbI",
+	"asFzhj3j20EfeqG4uEK/tLaIKgV7gggIU8TAZvymD1DQGELCtoOh3T6PhKO7kfAOILSJCRu0/2NhVc4g",
+	"jGuxniqeERcmSfN+p2kCNZb9pEVoehnGg3Yqup3w9M8F9VFkec4UuRJyVcE0bj81VcygjQqYIXngs8qS",
+	"kDKkLQE7QwBESU8qdLigLQZRq0ULE+tNgD8R7WgYc0H8QtkzGMQu+FZzJmOSMewVxjJnVTAvxjvYEMwr",
+	"VuD5sCuq+0Nybsc3wPHh+DG0FwjG82puSA96xV9aAz4j1NO2E63kCjXyGRCtwSiJAlAmYyJFreueQR13",
+	"utuX9CZ8I8huqaVab00MPnaUnJ50qWatd293ysjbFJxaGtlb96jDKTs0HQSnS0/8mwYM3LcVDTZOyFVs",
+	"N8zyxbRUCohOwNGeylItpMyc/IhHZILoVlGCVAHWpTLPLAL3Y08AFbLVhI8E7fBLc5Faidsa0wKrWTdz",
+	"3se+ubprCTwn0Dj4R8RoHyZsWQca/FDSdl+yXLdT7LhDcwwopUsdCyJMu+2YTC0RmWgtRz1xcpMPVbL8",
+	"nivQnUhvFUTZ9jfPY6h1bXbZpZNZ7lNJFE1lz0tmHhycXkQz3clZNvgHruvmOBpCTmsAG0JUDyTJ5k45",
+	"uPYU3t9vMJoveU6Vc4I1R/RcQndoKgsZxRNdSa92cBUn3qfLtlu17t+vTNzcsE4Ssm+9NF3WuC3el/uE",
+	"Mn/++GM3g0fyTN7PIROu3gNMUPv6Jrf7ONDv+VLMZAeXWfA8U+yhcQybTk123XgSqjJUOUDYpBUMT71c",
+	"oudKf6pNb7vPYptXaos3yU7GfXDrwnb77HYsBD7qAOMfas89+nFtO9JrOQu0MxwppnkG2rsUzjvQ4aT5",
+	"ch6/Hdv7EDf923K5pGp9j3Dqd1apd8jp/CpSEU/i8MQOso92/TzHyegHRFd7wnA7WfsZd8QHVMEHm6Ry",
+	"92nqmKmd4YQkXhm3QffatJ1LjlxmmO0DtHLmKatKgWpTGMr5FX2lMutepa2RChd25EN48yLqopYHx901",
+	"z+bWhfbksxPwth0/bOOMRN3z/vwA2IroLYiR5JDYBl72eQyQ3NsLT3o5v2b9O+jgAcAa13vSuZ0g8Z+n",
+	"KStcMm5L+QuedGgETGsHz7tHVn1m6xAqX/nm+ZW6Y8teMSpqTzO0CRSaukgDfHJP0dGwYrObv+dySvO6",
+	"I2jVvUd3OLFfb7qlYx9HhH5r74mxOZfOqZ3xaw664nRNcjnv/aM/IaEr+1N91jS/pGXaFWZXCejnP33r",
+	"GdQ1zUF74VIQa/3bb2GhF7+He7SumemmLmUVVdeErBZSs5AGMBqgSnIa3unXrTkObn5sSe1Dl4VBs7QE",
+	"sf4tHHuXjMaoYuq8NB2JkufC52aTOb9mospnrNNEyWBACz6AJlKR716+uTx//fLyHy9+fjsk5/mKrkEj",
+	"YpgQi67xK7a2jCOVYsbnpWJZH+iiykn1Dt+Y1GUobNBwM2H1zH93unY+HusxYiLDdcNE+qLiXFP8ogtH",
+	"icmBLJigBR+u6TIPfv1FSxGTg0ymtT51UHKUAUDdNdTwlMx4znTl6q+qPJRC+zUBxX1AS7OwQTv2Rxg9",
+	"QiOiLoIQLn4z1domR3MniLeC+7zqPaCBBdMqmZkbhx4SG/tK/FLiTLztwWb7mgW7EAvOFFXpgqc0rwIG",
+	"fRa2aCWcW3ugTy5Hxxh0eyXkSsQXwrnUVO1ScpZlNA1R8lc6H8jZAPDOJsYCs0AmMrwQL5SSypLFtoIL",
+	"pLctzb4/vBAXAggY5msbTHZsjqNoTXofF1zZ5wEV/+MjkepChJTs8sJtLRG0imZLLipK00FGdRf1xhei",
+	"Rbt9pF3yEQYtFf/NjfmvSA3kHx+H5A1Dz6NiBCiTlCJnOnTUXoh6Qh8Dcvu4QW8TK9jZI1IdDuhfE4pH",
+	"2x6UC1GfFNI7WGBk9m+xL0ji1sAdIKJTRQtGev5E4WOuSUCuF6K3xynrV8escbYcG6mIkt0UuVQwb1uw",
+	"6KDkfW92UrhW0By2tjIEwdS4c3DAUcCTcU5WSoq5fVgXhcGXjpIR8AhcqQvhlyq2O9BwFg/JP132OxIS",
+	"vmETvrnG5kiSWBpET6yj2uMo6hq+ukWQaH/F1n004tNGgYwL0YPtrQpyfIyJ/31aKm0+WncXVsjwZnif",
+	"pn80PnUEEiTifxxeiHf1sVhQkcF6UzKFQ86ywKfvK4YQamy5GhjKkt4MuJjlIJhD51KArELNhZhxkWki",
+	"pHUs6Fwa73lzr/1aspINVpSbj7BOQfkDpIE5M1hawFZOuBB1XYP+5jQmZPTReSi872QhcwzJMgvo/9cS",
+	"vqwqSoLx6AuBnRyNT4fkn+jsMuFS4Ogt/K2ZiTtqTKAxr6oPUQoN9LirQgQ3YdWEru0g3yI1QFeyzDOs",
+	"93EhqCaYgk11s7mtC+RqiGG5AazihPT2zjpwQUdAqic8q6e/huMN52slVY7hpoh+GVvKj7iOFgyh2ccL",
+	"0bPYXSbDYWxjIPAnH7qnSVq4Rz6AT8PPyXDYt3k3vq7Idy/fkP/3f/4v+S5kNT4FgLzxHCwKJKZoNEyG",
+	"CSadWLiIJtHhMBkeRjGW5kKpBbEDfpgzlLVB0kYUfZmBuMvMc3jeKrk1TpJW6RbDbszBwizzZjUwm0Dz",
+	"v57/+O27n1+/INDApdKIRq2ztlzWWfgGTr5iM6Yw8aJw1a2OktE2nawac10uJY6Oxqd3tw8LEoXiXjR5",
+	"/yGOtNd2o3cA1TCuYLQEsWdRLqlAdkKnOSPfvXv1vSsRJyRhN4YpQXNCtWbGWZPoXIMQWm2Ajj5A156B",
+	"bN2j79zzO/co5PsdZXV8JGUkr/avQ+Pyjjp27Bz013/5Bn0P0jZwfOTHO9c5iLDuXOdX7vl+Z6EKq6kP",
+	"w38Qewi4urQ5T3NazlF69H8Y3fdY+DH9q5f5tZJLZhasrCLoSe/Hgol3LGdLrMfDbgoJfGQ3rYdyzS5Q",
+	"eluw9H+//fGHTyZ6rx18Fpi97djLSofshDhYM4QTmZZLF/P1xwO4nh/m4TDpA9zBVuy1ryC+3rWvP5+/",
+	"+v5+++q/+nVfH29fYwL70I9he6clzw2oEKHRYud+W1Vn606/sY8fjWPZHIpHYFpv/Ic+/+bE0XFyePc7",
+	"YbW8XRsKI+c1pztDKdkGzNGNenAgptoYtYZYvnNLA50cbbJSd0QbvDUY4eh1ZKx0EKbGYpAKaDq9oyQh",
+	"gvowgGYeiK/jYpOFrHncq06VVurDY3BuMdESVISUCjJllXElCwR8LN7byEXCehwNunwttXlRZ+I6/eSv",
+	"0iZN7UeYuDqCrc7RRl5v0DnGLlThlDAGjPixE4KxYcBWVcwmTP2P0GpasmbmyPsgFqsOtowm0TgZnwxG",
+	"40EyejcaT5JkkiT/FdQrjGhqnGzGYdZ04IY+GEU+8AqN8DmskjVzLyTTMUFl1VIPNUwVSspZbXOjWXT7",
+	"Iag5t1cZoqCw0W3THmtUyW4/BSKaO1EtYJixnoTJ5aM6VTxxqd/je0ynkSffgS14NjILLsn9wOW+YJQ8",
+	"u1/70eE92x9/AXC83xrdH0zhnad3v9NVXroFxE3b//sPtw1k/qnQTBmf2IYJF96c3KN5PpBq4KocNmRj",
+	"juS0Cb4Hv8Nxuz34nWe3B3W2guOzHZmSYbKL85FolXo3tgPpHvXBTzaEPCa+FqDGbBwXCw7PnemC5Fxc",
+	"9WNAtSpFdkheU60bZdKnNL0CGcL96qtuIRiDPnwGsM01oVtiH0ijSoPjWoXNUtELPjO27raNLSDTNYaS",
+	"U7HGcimAAt7KNCFYFTpcSZjxQemty39BS9M340228D13bGH9wtdmCGvGv+8mobrJQVAs/Tbes/XL5/u0",
+	"ddXqoWUlGI27S8zj9BrqZZUocXy/PAmg70+T3OrwL+RAWLPe9YLxokHVjvdV7SLLrEZPmxzHFixyPG80",
+	"OEzeJacTZHv/VTf05S59HMQIptCIxYnGVVzJ5CjZn4dV5ay6TCDW4gMn3k7mi2D/0b8BNt/GDcnJL2OQ",
+	"bUFFWEmL9CyKuKhZWaqUtbEpwFbnBLkDXBtVN7fiq0tu6mFVJoX5jJgkZSOi2u4X7ylcx75qp5EYK9RH",
+	"4z9RrFAMkTAAZ+dCRFG4kTplydm6JVsGR5dVdQ8UrKa7CYB/Z6aqNvPFwO9LgEwrYC+6HtVRZTA1F3gU",
+	"TRWjs1yWRNN0QVVVQWuSUpPYKlqT6agKtcHEGhujEyXD0XGAPMnw5BCWwX95IcsV0wsmSKG4ksD37vr4",
+	"qP74aHg8anz8+Cj8+Pfjyei0fnFcvzge4oNgVFhIcF9Jt115qAP8aoL5inoPQb1G4ZyW07+CEwc+CAlB",
+	"HqWDuSqu4Q6gc1HqW2HuW6m5YAMBQm4YDQHgRtWcmUsMYuplYYpaNXa5EgSe9/cBI5od0NFTP6K/BJ//",
+	"hmYXZZKMT66+OSQ9l3fqUONJ7a6bslxiioB1V5c2IW7T0Oim/AUludoRQLMttwAF040ecDNO2Mlhdw9X",
+	"3QLg+A8oALpAtvde8DtOqpSDSTI8PWxKgb7VyV6tno4arcZNG0YnX9gbHdu5D12mANukOklfIfJBEPlD",
+	"ByBRB0kIOVV1b3tXRV31G+8LugsqK92629Z5XhRMZB2ZxwSd/mRgPd2Y5A0CmjaqTE2pGGHZ3JawrtrU",
+	"tTmHw6E1f+K3nL7eWSsR5F1foIELUpu1XG/YRooUdOgqwAqFTKoYqW61sreDYCChYtTYZL8Os6jXfB9u",
+	"FLVKWMMo+pPFaGd0wIKno6dnPlEPf6+Nk1g6IjBApMVh0zK6t8aIf2fXDbunqwG9FY7gy6OnJ0fHp8lR",
+	"koTVF+y8AFzCbtPiMNA/fammjs7Hrc5b5tgtmu6GdbfC6PoyhvtZYxtFcz+LLbYigLttsUltABg7W+zh",
+	"V1vsV1vsJ9piLWY3bLEOspuW2JhwX0beuLhoYQjPdlpol/aKkk4R2hXY0rYyj/ek2nshzUqC8idSXmD6",
+	"j594WOPQ303xBEEyyEnFYjv2hhMeXHCCvrKCqVaIvI0htswlX1s2mLkrTJB7uvTro+T0BIfaS5kwwCRS",
+	"6W+uiImRBQ6a8TkT9tIANL0WcsUU4cbxjjNXWeiGa6L5XEBP0nIgbjTJgU9jkSBWXXbINSmk5gZTX3Bq",
+	"NugPYxJ1NTx7wRvNdNyaiS2bned1XSYcAupH0GfrphSbaLxZ07V/1rDaaJJzHKgv+bEcBreM0eKgsLtL",
+	"ipymyH8r52flrtR06fZphxq0pIWzQh92ai2vaLGpsbSkkiqBnltDuN3Grg3vN65MPby31djpCV5tOP4C",
+	"akPzwh87gK4be94nw8NRnAxH4w+N23MCk442bK4kzcmCs0zJUhu2vJ9d57BtUPYX4ERFSid4SsZbDzaM",
+	"3e1D1jzS0RazlK+MVylEoOk8bDbNOdQiBhYdToZHYywrPEiGo0OYlzOLw5D3FyfCi5u2RMUAYH4JFvw/",
+	"wcQ9HjyH9bAqTA3IdaGpuiBQ7/W351jVI5elsnk7LVzbaesOAGu7clPxK8TPypbjgy5qTaqHN8L6/JlS",
+	"4xU7k3vWF3Hx4Db1hWZxo6CNkKt+jaOW1clZiJmVVxFBtsHxQPdxymFY5CeTzMbNXwm5QuUHEN4qUq4g",
+	"5JCcY0LEhHCnKWl/G12HhmSX61FiR2DhzkXWjh/xqpJNmwE9aXtYyDYlZptGdB89oVXZ9LMoCo0lqKZY",
+	"1SB9/2FPiMQleESIdNV3ESTHIwTJZJgctxb282ByBcmjh23XdmtUZWnmTD9x8pcU+qt29IdkFa9BxgxC",
+	"SDDBJLbC8HA47PsQCsdMApjczRXw/tlt6su5S70ZJ4mFYmuIwlJsYYydVWiqcMOgfNSmLIsdfqpAWJWM",
+	"f+8Tw8fHw+NnPn37ZCMP+z0ahZPhs2fwv9GHMOD3eoTG37AU+wgt43VmgH1GM+0eQTca+8G5XjbGcE3z",
+	"y6D6EqZWW+mqzoEenwyTo7o0u6vTGRRjb9h7DidHJ5PkGdp7quLrriDePSe6L4CEFfu7MhBwr11o4R86",
+	"cLbhWWvXj3drE9cBoph8BszWXwkQnB57WJpnxyakbpeosKqBroOfmoq5T5ds1dfFjFO9ogVWT+WCUCOX",
+	"PKV5vj4jhczz+nzjzZWguLsYKdpRbp9I5eIH3rAMtPKU5mwgSxPbW4v9JcdWR7cSkvF3L2BMA82Yct43",
+	"l1ZcB/Hap05v97l9LhlwKrP1JgzgmmwBgvH9gKAuTGGPUFWKIgpqNWCOZNfCBXFpK78n+x+RZs2MrkCg",
+	"6tlDWOTpvwkL29dI907x+ZwptNJ1XiKx4yj6yO/t5xAVU13XBe11mNgq9QYVEylYbVgDfcGV2NTdJRrj",
+	"dvlxAJGwtOlkj7KjXDvLF96TI2ObVFhVv4tJLuWVJmWB4+iqCaC984tmPnIIj5A7rO6eOVuKYGBrzzJ7",
+	"wZxNyvYVB50JrapVSFKqlP/KjtLP7RgF0KIWFLSoRoXBTVDwtTq/ressfoo6VZVRaIfjX3PNDeYjADjh",
+	"BsDSx7Xm6SSpWb62Ww6E4MohoiujoYC1C4jf7YUKnT5uMIOj8QM8Tx+w8PVhXWv3jk/CYcFyEz+59sHZ",
+	"kwU5bNak8IEUdeRZda17a4+bCqmvLG7xuGOAmwrqPfSa9q0Hn0UPbdBOvdNBqdjKGHfytI4oOByOt8Qd",
+	"nIaNRkftsIOwaKxjYx2BCO3d2z2wwyAg4miYjDvj2x7XGJoMDxthaHoh6ZwvZU4Af4As7hfjdtgMVTtG",
+	"Y2tn8EewCUdfaqIfdu2ik807t/EBtL5diQ/Q8o8YTPJVz7+vllJtaIXGVmqIK0Mp4rK9abquFeTY0B2x",
+	"LXWJyE51/69KruxFnR2Ryy6yebr2JRFNHQUtZ74S5EadxL6TpXJb4H6zTCQ8z5gzaIP2jZe8b6uPF1f+",
+	"w/B2FzSFZxhqCEKLLQDjBRbrdJxitiD/jcVBhZZqNLYQyoytvA0+KAFIXmOOCdYSctdXwYBB4moVl5+Q",
+	"4vHzYLY5De3S/wXX/ZvExkjuTGWxlTvvciQGVS+ryE6SnBE+FzYTB4QBv3M2TKleRVgi4auCYinMprMx",
+	"2eJs9IUKN52Noafx5LDzDoOgnOjG7QVdZIcuUldssVlC017+1jFAV1MyHGFBjWEK2v73+2Rw+uHPFxdD",
+	"+8N/dhWc+1dk9Bx/fsdszSl9ud2jLTb6rqybik3X5UKPajt6KukvyKkFWUpqZAm64E2Da489104aXLtd",
+	"57OW1qI207bmvtNG3H4UOj9P9jcHVGWKd+YEuWl/Df389Jygtq4pZwH89KS7uqQDArDoFkZ8tPjJTlu5",
+	"7eXgd/z39mFcdEJo6x5hAP+2Ize2ZgY/YsUASwk3Q8sgN24P28Ew7+QgB8lw1Gmpf+fKyO7BLqgmTSSN",
+	"CRvOh+QiGg1HT+396XUcPBwxh2wFNYsgDt712NTnHo66nwxvNS69j0ZDAJnRcPQM/xmf4D9Hx9GHLwlZ",
+	"lc4zPt4Ty+4FX1i+vstXiF/8ilkPwawfRRupnlQCqSsA7OUpT29WUrUB3aE8qveS7z1CHQSFrrfmMQJ0",
+	"WDGuZU20oXd1YWpnVsz5tUtJJD0fuBHcAhhDO/sYpeTPkRoels9uJIbTomBUVaVL10RLZQidGQeItse9",
+	"ENGv3V/uFqlfuVX+n4yU/7YZ5+1sopO61Ek3WEd75ARtSLMnURN0K/HxdH9/a30z/U7xsVZMv8LxI4iQ",
+	"m5KT3IDrLUJhy7cFJ6PDvWVLSiMFlip3JaonBwe5TGm+kNpMniXPEqty2D42byXAQiKNYtTUBrRbp8OZ",
+	"vSYWSyLTquL4sD6QLmJ9Uz9uGJviDXkaempnfwafrRnQ5pdf29tfKwaWkWvOVnpXYnxjgo3LEG38snXZ",
+	"+WLiddXiZT8Yk9+fzRFtuP+xnw5XY/A162XsmJ2rh+6LHtoRb5ZWO3O+Pbs1rV0JSm3dfrj9/wEAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -274,3 +274,25 @@ func readJSON(path string, v any) error {
 	}
 	return nil
 }
+
+// ReadMetrics reads the training metrics (metrics.json) of the checkpoint
+// in dir.
+func ReadMetrics(dir string) (TrainMetrics, error) {
+	var m TrainMetrics
+	err := readJSON(filepath.Join(dir, FileMetrics), &m)
+	return m, err
+}
+
+// VersionDirs returns DIR/models/vN of every complete version N under
+// dataDir, oldest first.
+func VersionDirs(dataDir string) ([]string, error) {
+	vs, err := listVersions(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, len(vs))
+	for _, n := range vs {
+		out = append(out, filepath.Join(dataDir, modelsDir, "v"+strconv.Itoa(n)))
+	}
+	return out, nil
+}

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Fails when a generated client is stale: regenerates the Go client (api/api.gen.go) and the
-# TypeScript client's types (clients/typescript/src/schema.ts) from openapi.yaml into a temporary
-# directory and diffs them against the committed files. Fix with scripts/generate.sh.
-# The TypeScript check is skipped, with a line saying so, when npm is not installed.
+# Fails when a generated file is stale: regenerates the Go client (api/api.gen.go), the
+# TypeScript client's types (clients/typescript/src/schema.ts) from openapi.yaml and the explorer
+# page's bundle (serving/ui/app.js, after type-checking clients/typescript/explorer) into a
+# temporary directory and diffs them against the committed files. Fix with scripts/generate.sh.
+# The TypeScript checks are skipped, with a line saying so, when npm is not installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,16 +27,23 @@ if command -v npm >/dev/null; then
 			npm ci --no-audit --no-fund >/dev/null
 		fi
 		npx --no-install openapi-typescript ../../openapi.yaml --default-non-nullable false --output "$tmp/schema.ts" >/dev/null 2>&1
+		npx --no-install tsc -p explorer/tsconfig.json
+		npm run --silent bundle:ui -- --outfile="$tmp/app.js"
 	)
 	if ! diff -u clients/typescript/src/schema.ts "$tmp/schema.ts" >"$tmp/ts.diff"; then
 		head -40 "$tmp/ts.diff" >&2
 		echo "check-generated: clients/typescript/src/schema.ts is stale: run scripts/generate.sh" >&2
 		stale=1
 	fi
+	if ! diff -u serving/ui/app.js "$tmp/app.js" >"$tmp/ui.diff"; then
+		head -40 "$tmp/ui.diff" >&2
+		echo "check-generated: serving/ui/app.js is stale: run scripts/generate.sh" >&2
+		stale=1
+	fi
 else
-	echo "SKIP check-generated (TypeScript): npm is not installed"
+	echo "SKIP check-generated (TypeScript client and explorer bundle): npm is not installed"
 fi
 if ((stale)); then
 	exit 1
 fi
-echo "check-generated: api/api.gen.go and clients/typescript/src/schema.ts match openapi.yaml"
+echo "check-generated: api/api.gen.go, clients/typescript/src/schema.ts and serving/ui/app.js are current"

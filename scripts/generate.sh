@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Regenerates both clients from openapi.yaml: the Go types, chi server interface and client
 # (api/api.gen.go, `go generate ./api`) and the TypeScript client's types
-# (clients/typescript/src/schema.ts, openapi-typescript; needs node and npm).
+# (clients/typescript/src/schema.ts, openapi-typescript; needs node and npm); then rebuilds the
+# interest explorer page's bundle (serving/ui/app.js: clients/typescript/explorer type-checked with
+# tsc and bundled with esbuild), which is committed so that `go build` needs no npm.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,3 +19,5 @@ if [[ ! node_modules/.package-lock.json -nt package-lock.json ]]; then
 fi
 npm run --silent generate
 echo "generated clients/typescript/src/schema.ts"
+npm run --silent build:ui
+echo "generated serving/ui/app.js"

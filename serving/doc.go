@@ -35,7 +35,8 @@
 // identification (API key, else client IP), token-bucket rate limiting per
 // identity (429 with Retry-After), bearer API-key auth for POST
 // /v1/entities, /v1/events and /v1/model/train (and reads with
-// [Options.ReadAuth]), body size limit (413), and a per-request deadline.
+// [Options.ReadAuth], except the probes, /metrics, the API description and
+// the /ui page's files), body size limit (413), and a per-request deadline.
 //
 // Errors: every failure goes through one writeProblem, which maps the
 // package's sentinels ([ErrNoSnapshot], [ErrBadRequest], [ErrNotFound], ...),
@@ -58,6 +59,16 @@
 // the first generation is published they answer 503 and /readyz is not
 // ready; ingestion works regardless. Spans: keywords, embed, candidates,
 // rerank (from the retrieval's stage timings).
+//
+// Explorer: the interest explorer page (GET /ui, its files embedded from
+// ui/ and open like /docs: they hold no data) reads paged and sampled views
+// of the served state: GET /v1/tokens (a level's tokens, or a token's
+// children, largest first), GET /v1/tokens/{token}/members (the live
+// index's postings from a cursor), GET /v1/entities/{type}/{id}/events (an
+// entity's out-events, newest first), GET /v1/map and POST /v1/map/project
+// (a PCA basis of package explore, fitted once per generation on at most
+// 4,096 ad embeddings), and the training history in GET /v1/model (read once
+// per generation from the versions' metrics.json).
 //
 // Training: a [Trainer] attached with [Server.AttachTrainer] runs a
 // retrieval.TrainJob on a schedule or on POST /v1/model/train (202; 409

@@ -281,8 +281,9 @@ var openRoutes = map[string]bool{
 }
 
 // auth enforces bearer API keys on write and admin endpoints, and on reads
-// when Options.ReadAuth is set. With no keys configured it lets everything
-// through (a warning is logged at start-up).
+// when Options.ReadAuth is set (except openRoutes and the /ui page's
+// files). With no keys configured it lets everything through (a warning is
+// logged at start-up).
 func (s *Server) auth(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := principalFrom(r)
@@ -291,7 +292,7 @@ func (s *Server) auth(next http.Handler) http.Handler {
 			return
 		}
 		route := r.Method + " " + r.URL.Path
-		need := writeRoutes[route] || (s.opts.ReadAuth && !openRoutes[route])
+		need := writeRoutes[route] || (s.opts.ReadAuth && !openRoutes[route] && !isUIRoute(r.URL.Path))
 		if (need || p.present) && !p.keyed {
 			// A wrong key is refused even on an open route: it is a client bug.
 			s.writeProblem(w, r, ErrUnauthorized)

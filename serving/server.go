@@ -36,6 +36,8 @@ type Server struct {
 	keyHashes [][sha256.Size]byte
 	handler   http.Handler
 
+	explorerCache explorerCache
+
 	closeOnce sync.Once
 	closeErr  error
 
@@ -105,6 +107,8 @@ func (s *Server) routes() http.Handler {
 		w.Header().Set("Allow", strings.Join(allow, ", "))
 		s.writeProblem(w, req, fmt.Errorf("%s %s: %w", req.Method, clip(req.URL.Path), ErrMethodNotAllowed))
 	})
+	r.Get(uiPrefix, s.serveUI)
+	r.Get(uiPrefix+"/*", s.serveUI)
 	return api.HandlerWithOptions(s, api.ChiServerOptions{
 		BaseRouter:       r,
 		ErrorHandlerFunc: s.paramError,
@@ -277,6 +281,11 @@ func (s *Server) GetModel(w http.ResponseWriter, r *http.Request) {
 				m[k] = float32(v)
 			}
 			st.Metrics = &m
+		}
+		h := s.historyFor(cur.Gen)
+		st.History = &h.points
+		if h.entropy != nil {
+			st.UsageEntropy = &h.entropy
 		}
 	}
 	writeJSON(w, http.StatusOK, st)

@@ -348,6 +348,7 @@ func printDemo(ctx context.Context, w io.Writer, srv *serving.Server, base, key,
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nHIR demo: serving model %s (%d ads) at %s\ndata directory: %s\n", version, ads, base, dir)
+	fmt.Fprintf(&b, "interest explorer (web page): %s/ui\n", base)
 	fmt.Fprintf(&b, "API key (for POST /v1/entities, /v1/events, /v1/model/train): %s\n\n", key)
 	for _, c := range demoCalls(ex, token, time.Now()) {
 		line, err := c.curl(base, key)

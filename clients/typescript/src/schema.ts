@@ -124,6 +124,106 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/tokens": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A page of the interest tokens of one level (optionally the children of one token), largest first.
+         * @description Browse the interest hierarchy level by level: the tokens of level (0 is the coarsest), or only the children of parent, ordered by size (ads indexed under the token, largest first, then by code). Each token carries its label, size, number of children and a few sample member ads. Pages are of the ordering at request time: pass next_cursor back as cursor for the next page; it is absent on the last page. Example request: GET /v1/tokens?level=0&limit=2.
+         */
+        get: operations["listTokens"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/tokens/{token}/members": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A page of the ads indexed under one interest token.
+         * @description The ads whose Bag-of-Meaning holds the token in the live index (fresh ads included), in index order. Pass next_cursor back as cursor for the next page; it is absent on the last page. Ads indexed while paging appear when they sort after the cursor. Example request: GET /v1/tokens/0.1/members?limit=2.
+         */
+        get: operations["listTokenMembers"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/entities/{type}/{id}/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A page of the events an entity made (it is their source), newest first.
+         * @description The stored events whose src is the entity (a user's clicks, purchases, ...; an ad's campaign link), newest first. Pass next_cursor back as cursor for the next page; it is absent on the last page. Events stored while paging shift later pages by as many. Example request: GET /v1/entities/user/u1/events?limit=2.
+         */
+        get: operations["listEntityEvents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/map": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A 2-D map of a sample of the ads' embeddings (PCA), coloured by coarse interest.
+         * @description Projects ads onto the first two principal components of the served model's ad embeddings. The basis is computed once per model version from an evenly spaced sample of at most 4096 ads (centred covariance, top two eigenvectors by power iteration; each axis signed so that its largest coefficient is positive). The answer holds at most limit ads, evenly spaced over all of them, each with its coarse interest (its best level-0 token); the interests list counts them. POST /v1/map/project places any entity with the same basis. Example request: GET /v1/map?limit=3.
+         */
+        get: operations["getMap"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/map/project": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Place entities (users, ads, ...) on the map of GET /v1/map.
+         * @description Projects each entity's current embedding (as retrieval uses it: a user with events since the model was trained, or a fresh ad, is embedded now) with the basis of GET /v1/map for the same model version. Entities the service does not know are listed in missing. A read: it stores nothing.
+         */
+        post: operations["projectEntities"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/model": {
         parameters: {
             query?: never;
@@ -450,6 +550,117 @@ export interface components {
             /** @description A background training run is in progress. */
             training?: boolean;
             index_size?: number;
+            /** @description The serving model's last logged usage entropy per prototype level (1 is uniform use of the prototypes). */
+            usage_entropy?: number[];
+            /** @description The training curve of the serving model and of the versions it was trained from (read from each version's metrics.json), oldest first, at most 500 points. */
+            history?: components["schemas"]["TrainingPoint"][];
+        };
+        TokenSummary: {
+            token: string;
+            level: number;
+            label?: string;
+            parent?: string;
+            /** @description Ads indexed under the token (live). */
+            size: number;
+            /** @description Number of child tokens. */
+            children: number;
+            /** @description Up to 3 member ads. */
+            sample_members?: components["schemas"]["Ref"][];
+        };
+        TokenPage: {
+            model_version: string;
+            level: number;
+            /** @description Number of token levels (prototype levels, then residual ones). */
+            levels: number;
+            parent?: string;
+            /** @description Tokens of the level (or children of parent) in all pages. */
+            total: number;
+            tokens: components["schemas"]["TokenSummary"][];
+            /** @description Absent on the last page. */
+            next_cursor?: string;
+        };
+        Member: {
+            type: components["schemas"]["NodeType"];
+            id: string;
+            /** @description The entity's text, clipped to 200 bytes. */
+            text?: string;
+        };
+        MemberPage: {
+            token: string;
+            model_version: string;
+            /** @description Ads indexed under the token. */
+            total: number;
+            items: components["schemas"]["Member"][];
+            /** @description Absent on the last page. */
+            next_cursor?: string;
+        };
+        EventRecord: {
+            dst: components["schemas"]["Ref"];
+            type: components["schemas"]["EdgeType"];
+            /** Format: date-time */
+            ts: string;
+            /** Format: float */
+            weight: number;
+        };
+        EventPage: {
+            entity: components["schemas"]["Ref"];
+            /** @description Events the entity made. */
+            total: number;
+            events: components["schemas"]["EventRecord"][];
+            /** @description Absent on the last page. */
+            next_cursor?: string;
+        };
+        MapPoint: {
+            type: components["schemas"]["NodeType"];
+            id: string;
+            /** Format: float */
+            x: number;
+            /** Format: float */
+            y: number;
+            /** @description Coarse interest: the best level-0 token of the entity's bag. */
+            token?: string;
+            label?: string;
+        };
+        EmbeddingMap: {
+            model_version: string;
+            method: string;
+            /** @description Ads the basis was computed from. */
+            basis_sample: number;
+            /** @description Ads with an embedding in the served model. */
+            total: number;
+            /** @description Share of the sample's variance along x and along y. */
+            explained_variance: number[];
+            points: components["schemas"]["MapPoint"][];
+            /** @description The coarse interests of the points, weight = their share of the points. */
+            interests: components["schemas"]["TokenRef"][];
+        };
+        ProjectRequest: {
+            entities: components["schemas"]["Ref"][];
+        };
+        ProjectResponse: {
+            model_version: string;
+            points: components["schemas"]["MapPoint"][];
+            missing: components["schemas"]["Ref"][];
+        };
+        TrainingPoint: {
+            /** @description The model version whose training logged the point. */
+            version: string;
+            /** @description Global training step. */
+            step: number;
+            /**
+             * Format: float
+             * @description Mean training loss since the previous point.
+             */
+            loss: number;
+            /** @description Per prototype level, the entropy of the cluster usage divided by log(K): 1 is uniform. */
+            usage_entropy?: number[];
+            /** Format: float */
+            val_loss?: number;
+            /**
+             * Format: float
+             * @description Engagement AUC on the validation window.
+             */
+            val_auc?: number;
         };
         TrainAccepted: {
             accepted: boolean;
@@ -549,6 +760,8 @@ export interface components {
     parameters: {
         /** @example user */
         EntityType: components["schemas"]["NodeType"];
+        /** @description The next_cursor of the previous page (opaque); omit for the first page. */
+        Cursor: string;
         /** @example u1 */
         EntityID: string;
     };
@@ -841,6 +1054,270 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
+    listTokens: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Token level (default 0; ignored with parent, whose children are one level finer).
+                 * @example 0
+                 */
+                level?: number;
+                /** @description Only the children of this token ("level.code"). */
+                parent?: string;
+                /** @description The next_cursor of the previous page (opaque); omit for the first page. */
+                cursor?: components["parameters"]["Cursor"];
+                /** @example 2 */
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of tokens */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "model_version": "v1",
+                     *       "level": 0,
+                     *       "levels": 4,
+                     *       "total": 16,
+                     *       "tokens": [
+                     *         {
+                     *           "token": "0.1",
+                     *           "level": 0,
+                     *           "label": "coajousten moatoutraix category:cat2 brand:b0",
+                     *           "size": 9,
+                     *           "children": 4,
+                     *           "sample_members": [
+                     *             {
+                     *               "type": "ad",
+                     *               "id": "a6"
+                     *             }
+                     *           ]
+                     *         }
+                     *       ],
+                     *       "next_cursor": "2"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["TokenPage"];
+                };
+            };
+            400: components["responses"]["Problem"];
+            401: components["responses"]["Problem"];
+            404: components["responses"]["Problem"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Problem"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listTokenMembers: {
+        parameters: {
+            query?: {
+                /** @description The next_cursor of the previous page (opaque); omit for the first page. */
+                cursor?: components["parameters"]["Cursor"];
+                /** @example 2 */
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                /**
+                 * @description Token as "level.code", e.g. "1.17".
+                 * @example 0.1
+                 */
+                token: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of member ads */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "token": "0.1",
+                     *       "model_version": "v1",
+                     *       "total": 9,
+                     *       "items": [
+                     *         {
+                     *           "type": "ad",
+                     *           "id": "a6",
+                     *           "text": "coajousten moatoutraix"
+                     *         }
+                     *       ],
+                     *       "next_cursor": "26"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["MemberPage"];
+                };
+            };
+            400: components["responses"]["Problem"];
+            401: components["responses"]["Problem"];
+            404: components["responses"]["Problem"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Problem"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listEntityEvents: {
+        parameters: {
+            query?: {
+                /** @description The next_cursor of the previous page (opaque); omit for the first page. */
+                cursor?: components["parameters"]["Cursor"];
+                /** @example 2 */
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                /** @example user */
+                type: components["parameters"]["EntityType"];
+                /** @example u1 */
+                id: components["parameters"]["EntityID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of events */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "entity": {
+                     *         "type": "user",
+                     *         "id": "u1"
+                     *       },
+                     *       "total": 40,
+                     *       "events": [
+                     *         {
+                     *           "dst": {
+                     *             "type": "ad",
+                     *             "id": "a17"
+                     *           },
+                     *           "type": "click",
+                     *           "ts": "2026-11-30T09:12:00Z",
+                     *           "weight": 1
+                     *         }
+                     *       ],
+                     *       "next_cursor": "2"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["EventPage"];
+                };
+            };
+            400: components["responses"]["Problem"];
+            401: components["responses"]["Problem"];
+            404: components["responses"]["Problem"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Problem"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getMap: {
+        parameters: {
+            query?: {
+                /**
+                 * @description At most this many ads (evenly spaced sample).
+                 * @example 3
+                 */
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The map */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "model_version": "v1",
+                     *       "method": "pca: top 2 principal components of 1000 sampled ad embeddings",
+                     *       "basis_sample": 1000,
+                     *       "total": 1000,
+                     *       "explained_variance": [
+                     *         0.31,
+                     *         0.12
+                     *       ],
+                     *       "points": [
+                     *         {
+                     *           "type": "ad",
+                     *           "id": "a0",
+                     *           "x": 0.42,
+                     *           "y": -0.13,
+                     *           "token": "0.3",
+                     *           "label": "stegroal hiedroustem category:cat0 brand:b1"
+                     *         }
+                     *       ],
+                     *       "interests": [
+                     *         {
+                     *           "token": "0.3",
+                     *           "level": 0,
+                     *           "label": "stegroal hiedroustem category:cat0 brand:b1",
+                     *           "weight": 1
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["EmbeddingMap"];
+                };
+            };
+            400: components["responses"]["Problem"];
+            401: components["responses"]["Problem"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Problem"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    projectEntities: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ProjectRequest"];
+            };
+        };
+        responses: {
+            /** @description The entities' positions */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ProjectResponse"];
+                };
+            };
+            400: components["responses"]["Problem"];
+            401: components["responses"]["Problem"];
+            408: components["responses"]["Problem"];
+            413: components["responses"]["Problem"];
+            415: components["responses"]["Problem"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Problem"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
     getModel: {
         parameters: {
             query?: never;
@@ -869,7 +1346,24 @@ export interface operations {
                      *         "index_ads": 120
                      *       },
                      *       "training": false,
-                     *       "index_size": 120
+                     *       "index_size": 120,
+                     *       "usage_entropy": [
+                     *         0.93,
+                     *         0.88,
+                     *         0.81
+                     *       ],
+                     *       "history": [
+                     *         {
+                     *           "version": "v1",
+                     *           "step": 6,
+                     *           "loss": 25.58,
+                     *           "usage_entropy": [
+                     *             0.93,
+                     *             0.88,
+                     *             0.81
+                     *           ]
+                     *         }
+                     *       ]
                      *     }
                      */
                     "application/json": components["schemas"]["ModelStatus"];

@@ -1,0 +1,485 @@
+package serving
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/hir-ads/hir/api"
+	"github.com/hir-ads/hir/explore"
+	"github.com/hir-ads/hir/graph"
+	"github.com/hir-ads/hir/index"
+	"github.com/hir-ads/hir/retrieval"
+)
+
+// Limits of the explorer's read endpoints, as in openapi.yaml.
+const (
+	defaultTokenPage   = 50
+	maxTokenPage       = 500
+	defaultPage        = 50
+	maxPage            = 1000
+	defaultMapPoints   = 1000
+	maxMapPoints       = 5000
+	maxProject         = 1000
+	mapBasisSample     = 4096
+	tokenSampleMembers = 3
+	memberTextBytes    = 200
+	maxTokenLevel      = 63
+)
+
+// mapBasis is the PCA basis of one generation's ad embeddings.
+type mapBasis struct {
+	gen *retrieval.Generation
+	pca *explore.PCA
+}
+
+// explorerCache holds what the explorer endpoints compute once per
+// generation: the map's basis and the training history. Safe for
+// concurrent use.
+type explorerCache struct {
+	basisMtx   sync.Mutex
+	basis      *mapBasis // basisMtx must be held
+	historyMtx sync.Mutex
+	history    *modelHistory // historyMtx must be held
+}
+
+// pageLimit validates an optional limit parameter.
+func pageLimit(v *int, def, max int) (int, error) {
+	if v == nil {
+		return def, nil
+	}
+	if *v < 1 || *v > max {
+		return 0, badRequestf("limit: %d is out of range 1..%d", *v, max)
+	}
+	return *v, nil
+}
+
+// pageCursor validates an optional cursor parameter.
+func pageCursor(v *string) (uint64, error) {
+	if v == nil {
+		return 0, nil
+	}
+	c, err := explore.ParseCursor(*v)
+	if err != nil {
+		return 0, badRequestf("cursor: %q is not a cursor this server returned", clip(*v))
+	}
+	return c, nil
+}
+
+func apiRef(ref graph.Ref) api.Ref {
+	return api.Ref{Type: api.NodeType(ref.Type.String()), Id: ref.ID}
+}
+
+// ListTokens answers a page of the tokens of one level, or of the children
+// of one token, largest first.
+func (s *Server) ListTokens(w http.ResponseWriter, r *http.Request, params api.ListTokensParams) {
+	limit, err := pageLimit(params.Limit, defaultTokenPage, maxTokenPage)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	offset, err := pageCursor(params.Cursor)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	level := 0
+	if params.Level != nil {
+		if *params.Level < 0 || *params.Level > maxTokenLevel {
+			s.writeProblem(w, r, badRequestf("level: %d is out of range 0..%d", *params.Level, maxTokenLevel))
+			return
+		}
+		level = *params.Level
+	}
+	var parent *index.Token
+	if params.Parent != nil {
+		p, err := parseToken(*params.Parent)
+		if err != nil {
+			s.writeProblem(w, r, fmt.Errorf("parent: %w", err))
+			return
+		}
+		parent, level = &p, p.Level()+1
+	}
+	cur := s.engine.Current()
+	if cur == nil {
+		s.writeProblem(w, r, ErrNoSnapshot)
+		return
+	}
+	cat := cur.Gen.Catalogue
+	var all []index.Token
+	if cat != nil {
+		all = cat.Tokens()
+	}
+	levels := 0
+	for _, t := range all {
+		levels = max(levels, t.Level()+1)
+	}
+	var toks []index.Token
+	if parent != nil {
+		var info index.TokenInfo
+		ok := false
+		if cat != nil {
+			info, ok = cat.Get(*parent)
+		}
+		if !ok {
+			s.writeProblem(w, r, notFoundf("unknown token %s in model %s", formatToken(*parent), cur.Gen.Version))
+			return
+		}
+		toks = slices.Clone(info.Children)
+	} else {
+		for _, t := range all {
+			if t.Level() == level {
+				toks = append(toks, t)
+			}
+		}
+	}
+	idx := cur.Live.Index.Snapshot()
+	sizes := make(map[index.Token]int, len(toks))
+	for _, t := range toks {
+		sizes[t] = int(idx.Postings(t).GetCardinality())
+	}
+	slices.SortFunc(toks, func(a, b index.Token) int {
+		if c := cmp.Compare(sizes[b], sizes[a]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Code(), b.Code())
+	})
+	lo, hi, more := explore.Page(len(toks), offset, limit)
+	out := api.TokenPage{ModelVersion: cur.Gen.Version, Level: level, Levels: levels, Total: len(toks),
+		Tokens: make([]api.TokenSummary, 0, hi-lo)}
+	if parent != nil {
+		p := formatToken(*parent)
+		out.Parent = &p
+	}
+	for _, t := range toks[lo:hi] {
+		info, _ := cat.Get(t)
+		ts := api.TokenSummary{Token: formatToken(t), Level: t.Level(), Size: sizes[t], Children: len(info.Children)}
+		if info.Label != "" {
+			l := info.Label
+			ts.Label = &l
+		}
+		if info.Parent != nil {
+			p := formatToken(*info.Parent)
+			ts.Parent = &p
+		}
+		members := []api.Ref{}
+		it := idx.Postings(t).Iterator()
+		for it.HasNext() && len(members) < tokenSampleMembers {
+			members = append(members, apiRef(s.store.Ref(graph.NodeID{Type: graph.NodeAd, Idx: it.Next()})))
+		}
+		ts.SampleMembers = &members
+		out.Tokens = append(out.Tokens, ts)
+	}
+	if more {
+		c := explore.FormatCursor(uint64(hi))
+		out.NextCursor = &c
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// ListTokenMembers answers a page of the ads indexed under a token, in
+// index order; the cursor is the index position to resume at.
+func (s *Server) ListTokenMembers(w http.ResponseWriter, r *http.Request, token string, params api.ListTokenMembersParams) {
+	t, err := parseToken(token)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	limit, err := pageLimit(params.Limit, defaultPage, maxPage)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	from, err := pageCursor(params.Cursor)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	if from > math.MaxUint32 {
+		s.writeProblem(w, r, badRequestf("cursor: %q is not a cursor this server returned", clip(*params.Cursor)))
+		return
+	}
+	cur := s.engine.Current()
+	if cur == nil {
+		s.writeProblem(w, r, ErrNoSnapshot)
+		return
+	}
+	if cur.Gen.Catalogue == nil {
+		s.writeProblem(w, r, notFoundf("unknown token %s in model %s", token, cur.Gen.Version))
+		return
+	}
+	if _, ok := cur.Gen.Catalogue.Get(t); !ok {
+		s.writeProblem(w, r, notFoundf("unknown token %s in model %s", token, cur.Gen.Version))
+		return
+	}
+	post := cur.Live.Index.Snapshot().Postings(t)
+	out := api.MemberPage{Token: formatToken(t), ModelVersion: cur.Gen.Version, Total: int(post.GetCardinality()),
+		Items: []api.Member{}}
+	it := post.Iterator()
+	it.AdvanceIfNeeded(uint32(from))
+	for it.HasNext() {
+		id := it.Next()
+		if len(out.Items) == limit {
+			c := explore.FormatCursor(uint64(id))
+			out.NextCursor = &c
+			break
+		}
+		nid := graph.NodeID{Type: graph.NodeAd, Idx: id}
+		m := api.Member{Type: api.Ad, Id: s.store.Ref(nid).ID}
+		if e := s.store.Entity(nid); e != nil && e.Text != "" {
+			txt := clipText(e.Text, memberTextBytes)
+			m.Text = &txt
+		}
+		out.Items = append(out.Items, m)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// clipText cuts s to at most n bytes at a rune boundary.
+func clipText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n]
+	for len(s) > 0 && !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+// ListEntityEvents answers a page of the events an entity is the source
+// of, newest first; the cursor is an offset.
+func (s *Server) ListEntityEvents(w http.ResponseWriter, r *http.Request, pType api.EntityType, id api.EntityID, params api.ListEntityEventsParams) {
+	ref, err := parseEntityParams(pType, id)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	limit, err := pageLimit(params.Limit, defaultPage, maxPage)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	offset, err := pageCursor(params.Cursor)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	nid, ok := s.store.Lookup(ref)
+	if !ok {
+		s.writeProblem(w, r, notFoundf("%s: not found", ref))
+		return
+	}
+	out := api.EventPage{Entity: apiRef(ref), Events: []api.EventRecord{}}
+	n := uint64(0)
+	s.store.Neighbors(nid, math.MaxInt64, func(e graph.Edge) bool {
+		if !e.Out {
+			return true
+		}
+		if n >= offset && len(out.Events) < limit {
+			out.Events = append(out.Events, api.EventRecord{Dst: apiRef(s.store.Ref(e.Nbr)),
+				Type: api.EdgeType(e.Type.String()), Ts: msTime(e.TS), Weight: e.Weight})
+		}
+		n++
+		return true
+	})
+	out.Total = int(n)
+	if next := offset + uint64(len(out.Events)); len(out.Events) == limit && next < n {
+		c := explore.FormatCursor(next)
+		out.NextCursor = &c
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// basisFor returns the map basis of cur's generation, fitting it on the
+// first call for that generation.
+func (s *Server) basisFor(r *http.Request, cur *retrieval.Served) (*mapBasis, error) {
+	s.explorerCache.basisMtx.Lock()
+	defer s.explorerCache.basisMtx.Unlock()
+	if b := s.explorerCache.basis; b != nil && b.gen == cur.Gen {
+		return b, nil
+	}
+	m := cur.Gen.Embeddings[graph.NodeAd]
+	if m == nil || m.Len() == 0 {
+		return nil, notFoundf("model %s has no ad embeddings to map", cur.Gen.Version)
+	}
+	rows := explore.Spread(m.Len(), mapBasisSample)
+	vecs := make([][]float32, len(rows))
+	for i, row := range rows {
+		vecs[i] = m.Data[row*m.Dim : (row+1)*m.Dim]
+	}
+	pca, err := explore.FitPCA(r.Context(), vecs)
+	if err != nil {
+		return nil, fmt.Errorf("fit map basis: %w", err)
+	}
+	b := &mapBasis{gen: cur.Gen, pca: pca}
+	s.explorerCache.basis = b
+	return b, nil
+}
+
+// mapPoint places vec with b and labels it with its coarse interest.
+func mapPoint(b *mapBasis, q *index.Quantizer, ref graph.Ref, vec []float32) (api.MapPoint, bool) {
+	x, y, ok := b.pca.Project(vec)
+	if !ok {
+		return api.MapPoint{}, false
+	}
+	p := api.MapPoint{Type: api.NodeType(ref.Type.String()), Id: ref.ID, X: float32(x), Y: float32(y)}
+	if t, ok := coarseToken(q, vec); ok {
+		tok := formatToken(t)
+		p.Token = &tok
+		if cat := b.gen.Catalogue; cat != nil {
+			if info, ok := cat.Get(t); ok && info.Label != "" {
+				l := info.Label
+				p.Label = &l
+			}
+		}
+	}
+	return p, true
+}
+
+// coarseToken returns the level-0 token of vec's bag with the highest
+// weight.
+func coarseToken(q *index.Quantizer, vec []float32) (index.Token, bool) {
+	var best index.WeightedToken
+	found := false
+	for _, wt := range q.Bag(vec) {
+		if wt.Token.Level() == 0 && (!found || wt.Weight > best.Weight) {
+			best, found = wt, true
+		}
+	}
+	return best.Token, found
+}
+
+// GetMap answers an evenly spaced sample of the served ads projected on the
+// first two principal components of their embeddings.
+func (s *Server) GetMap(w http.ResponseWriter, r *http.Request, params api.GetMapParams) {
+	limit := defaultMapPoints
+	if params.Limit != nil {
+		if *params.Limit < 1 || *params.Limit > maxMapPoints {
+			s.writeProblem(w, r, badRequestf("limit: %d is out of range 1..%d", *params.Limit, maxMapPoints))
+			return
+		}
+		limit = *params.Limit
+	}
+	cur := s.engine.Current()
+	if cur == nil {
+		s.writeProblem(w, r, ErrNoSnapshot)
+		return
+	}
+	b, err := s.basisFor(r, cur)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	m := cur.Gen.Embeddings[graph.NodeAd]
+	q := cur.Live.Index.Quantizer()
+	ev := b.pca.Explained()
+	out := api.EmbeddingMap{ModelVersion: cur.Gen.Version, BasisSample: b.pca.SampleSize(), Total: m.Len(),
+		Method:            fmt.Sprintf("pca: top 2 principal components of %d sampled ad embeddings", b.pca.SampleSize()),
+		ExplainedVariance: []float32{float32(ev[0]), float32(ev[1])},
+		Points:            []api.MapPoint{}, Interests: []api.TokenRef{}}
+	counts := map[string]int{}
+	for _, row := range explore.Spread(m.Len(), limit) {
+		ref := s.store.Ref(graph.NodeID{Type: graph.NodeAd, Idx: m.Idx[row]})
+		p, ok := mapPoint(b, q, ref, m.Data[row*m.Dim:(row+1)*m.Dim])
+		if !ok {
+			continue
+		}
+		if p.Token != nil {
+			counts[*p.Token]++
+		}
+		out.Points = append(out.Points, p)
+	}
+	for tok, n := range counts {
+		t, err := parseToken(tok)
+		if err != nil {
+			continue
+		}
+		out.Interests = append(out.Interests, tokenRef(cur.Gen.Catalogue, t, float32(n)/float32(len(out.Points))))
+	}
+	slices.SortFunc(out.Interests, func(a, b api.TokenRef) int {
+		if c := cmp.Compare(*b.Weight, *a.Weight); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Token, b.Token)
+	})
+	writeJSON(w, http.StatusOK, out)
+}
+
+// projectRequest mirrors api.ProjectRequest.
+type projectRequest struct {
+	Entities []json.RawMessage `json:"entities"`
+}
+
+// ProjectEntities places entities on the map of GetMap: each one's current
+// embedding, projected with the same basis.
+func (s *Server) ProjectEntities(w http.ResponseWriter, r *http.Request) {
+	body, err := readJSONBody(r)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	var raw projectRequest
+	if err := decodeStrict(body, &raw); err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	switch {
+	case len(raw.Entities) == 0:
+		s.writeProblem(w, r, badRequestf("entities: at least one entity is required"))
+		return
+	case len(raw.Entities) > maxProject:
+		s.writeProblem(w, r, badRequestf("entities: %d entities exceed the limit of %d", len(raw.Entities), maxProject))
+		return
+	}
+	refs := make([]graph.Ref, len(raw.Entities))
+	for i, rr := range raw.Entities {
+		if _, err := objectFields(rr, refFields); err != nil {
+			s.writeProblem(w, r, &ItemError{Field: "entities", Index: i, Err: err})
+			return
+		}
+		if err := json.Unmarshal(rr, &refs[i]); err != nil {
+			s.writeProblem(w, r, &ItemError{Field: "entities", Index: i, Err: badRequestf("%v", err)})
+			return
+		}
+		if err := refs[i].Validate(); err != nil {
+			s.writeProblem(w, r, &ItemError{Field: "entities", Index: i, Err: badRequestf("%v", err)})
+			return
+		}
+	}
+	cur := s.engine.Current()
+	if cur == nil {
+		s.writeProblem(w, r, ErrNoSnapshot)
+		return
+	}
+	b, err := s.basisFor(r, cur)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	out := api.ProjectResponse{ModelVersion: cur.Gen.Version, Points: []api.MapPoint{}, Missing: []api.Ref{}}
+	q := cur.Live.Index.Quantizer()
+	for _, ref := range refs {
+		vec, _, err := s.engine.Vector(r.Context(), ref)
+		if err != nil {
+			if isNotFound(err) {
+				out.Missing = append(out.Missing, apiRef(ref))
+				continue
+			}
+			s.writeProblem(w, r, err)
+			return
+		}
+		if p, ok := mapPoint(b, q, ref, vec); ok {
+			out.Points = append(out.Points, p)
+		} else {
+			out.Missing = append(out.Missing, apiRef(ref))
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
