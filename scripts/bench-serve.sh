@@ -11,6 +11,7 @@
 #   USERS=10000 ADS=100000 CLIENTS="4 32" DURATION=20s scripts/bench-serve.sh
 #   DATA=/tmp/sp/data scripts/bench-serve.sh                 # reuse a trained data directory (world/ inside)
 #   SERVE_BIN=/tmp/hir-old DATA=... scripts/bench-serve.sh   # serve with another build of hir (ceiling and bench from this one)
+#   SERVE_FLAGS=--narrow-request-view scripts/bench-serve.sh # extra hir serve flags
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,6 +23,7 @@ CLIENTS=${CLIENTS:-4 32}
 PORT=${PORT:-18480}
 CEILING_PORT=${CEILING_PORT:-18479}
 WORK=${WORK:-$(mktemp -d "${TMPDIR:-/tmp}/hir-bench-XXXXXX")}
+mkdir -p "$WORK"
 URL=http://127.0.0.1:$PORT
 CEILING_URL=http://127.0.0.1:$CEILING_PORT
 export GOMLX_BACKEND=${GOMLX_BACKEND:-go} GOMLX_NO_AUTO_INSTALL=${GOMLX_NO_AUTO_INSTALL:-1}
@@ -50,7 +52,8 @@ cleanup() {
 }
 trap cleanup EXIT
 step "serve on $URL (log: $WORK/serve.log), ceiling on $CEILING_URL"
-"$SERVE_BIN" serve --data "$DATA" --addr "127.0.0.1:$PORT" --rate-limit -1 --log-level warn 2>"$WORK/serve.log" &
+# shellcheck disable=SC2086 # SERVE_FLAGS is a list of flags
+"$SERVE_BIN" serve --data "$DATA" --addr "127.0.0.1:$PORT" --rate-limit -1 --log-level warn ${SERVE_FLAGS:-} 2>"$WORK/serve.log" &
 pids+=($!)
 "$BIN" ceiling --addr "127.0.0.1:$CEILING_PORT" >"$WORK/ceiling.log" 2>&1 &
 pids+=($!)

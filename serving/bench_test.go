@@ -69,7 +69,7 @@ func BenchmarkEngineRetrieve(b *testing.B) {
 	}
 }
 
-func newBenchEnv(b *testing.B) *Server {
+func newBenchEnv(b testing.TB) *Server {
 	b.Helper()
 	dir := b.TempDir()
 	log, store, _, err := OpenStore(context.Background(), eventlogOptions(dir), graphOptions())

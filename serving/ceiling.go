@@ -36,7 +36,7 @@ func NewCeilingHandler() http.Handler {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		writeJSON(w, http.StatusOK, api.RetrieveResponse{ModelVersion: "ceiling", FreshUser: &fresh, NewUser: &newUser,
+		writeRetrieveResponse(w, http.StatusOK, &api.RetrieveResponse{ModelVersion: "ceiling", FreshUser: &fresh, NewUser: &newUser,
 			Candidates: canned[:p.req.K]})
 	})
 	r.Get("/readyz", func(w http.ResponseWriter, _ *http.Request) {

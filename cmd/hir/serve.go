@@ -50,6 +50,10 @@ type serveConfig struct {
 	// maxClockSkew is how far ahead of the server clock an event may be
 	// dated (0: serving's default, 1h; negative: no limit).
 	maxClockSkew time.Duration
+	// embedBatch and narrowView shape request-time embedding
+	// (retrieval.Options.EmbedBatch.Max and NarrowRequestView).
+	embedBatch int
+	narrowView bool
 	// prior shapes the ads' engagement priors and their weight in the
 	// re-rank.
 	prior priorFlags
@@ -84,6 +88,8 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	fs.StringVar(&cfg.redisPrefix, "redis-prefix", cluster.DefaultPrefix, "prefix of every Redis key this service uses")
 	fs.Float64Var(&cfg.ratePerSecond, "rate-limit", 0, "requests per second per API key or client IP (0: 1000; negative: no limit)")
 	fs.IntVar(&cfg.rateBurst, "rate-burst", 0, "token-bucket burst of the rate limit (0: 2000)")
+	fs.IntVar(&cfg.embedBatch, "embed-batch", retrieval.DefaultEmbedBatchMax, "most request-time embeddings (never-seen users, context events) of concurrent requests run in one forward call (1: no batching)")
+	fs.BoolVar(&cfg.narrowView, "narrow-request-view", false, "embed request-time users from the model's narrow student view (faster; answers differ from the teacher view's)")
 	cfg.prior.register(fs, "weight of the ads' engagement prior in the re-rank when a request names none")
 	level := fs.String("log-level", "info", "log level: debug, info (one access-log line per request), warn, error")
 	if err := parse(fs, args); err != nil {
@@ -92,6 +98,9 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	if err := cfg.prior.check(); err != nil {
 		fmt.Fprintln(e.stderr, err)
 		return errUsage
+	}
+	if cfg.embedBatch < 1 {
+		return fmt.Errorf("%w\n--embed-batch %d: want at least 1", errUsage, cfg.embedBatch)
 	}
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(*level)); err != nil {
@@ -148,7 +157,8 @@ func serve(ctx context.Context, e *env, cfg serveConfig) error {
 	logger.Info("event log replayed", "batches", rep.Batches, "events", store.NumEvents(), "elapsed", time.Since(start))
 	srv, err := serving.New(serving.Options{Logger: logger, APIKeys: cfg.apiKeys, ReadAuth: cfg.readAuth,
 		RatePerSecond: cfg.ratePerSecond, RateBurst: cfg.rateBurst, MaxClockSkew: cfg.maxClockSkew,
-		Retrieval: retrieval.Options{Rank: cfg.prior.options(), Weights: cfg.prior.weights(), Build: cfg.build(logger)}}, log, store)
+		Retrieval: retrieval.Options{Rank: cfg.prior.options(), Weights: cfg.prior.weights(), Build: cfg.build(logger),
+			EmbedBatch: retrieval.EmbedBatchOptions{Max: cfg.embedBatch}, NarrowRequestView: cfg.narrowView}}, log, store)
 	if err != nil {
 		return errors.Join(fmt.Errorf("create server: %w", err), log.Close())
 	}
