@@ -31,9 +31,9 @@ type EmbedBatchOptions struct {
 	// DefaultEmbedBatchMax); 1 turns batching off.
 	Max int
 	// Wait is how long a runner that found one waiting subgraph waits for
-	// more before it runs (default DefaultEmbedBatchWait; negative: no
-	// wait). Subgraphs that queue while a call runs join the next call
-	// without waiting.
+	// more, when other requests are on their way to embedding, before it
+	// runs (default DefaultEmbedBatchWait; negative: no wait). Subgraphs
+	// that queue while a call runs join the next call without waiting.
 	Wait time.Duration
 	// Runners is the number of forward calls that may run at once
 	// (default 2).
@@ -82,7 +82,16 @@ type embedBatcher struct {
 	closed  bool       // closeMu must be held
 
 	calls, embedded atomic.Int64 // forward calls run and subgraphs embedded by them
+	// inflight counts the requests between enter and leave: those that
+	// will soon send a job. A runner waits for more jobs only when some
+	// are on their way.
+	inflight atomic.Int64
 }
+
+// enter marks a request that is about to embed (sample, then embed); leave
+// ends it.
+func (b *embedBatcher) enter() { b.inflight.Add(1) }
+func (b *embedBatcher) leave() { b.inflight.Add(-1) }
 
 func newEmbedBatcher(opts EmbedBatchOptions) *embedBatcher {
 	opts.applyDefaults()
@@ -175,8 +184,8 @@ func (b *embedBatcher) run() {
 				continue
 			default:
 			}
-			if b.opts.Wait < 0 || len(jobs) > 1 {
-				break
+			if b.opts.Wait < 0 || len(jobs) > 1 || b.inflight.Load() <= int64(len(jobs)) {
+				break // batched already, or no other request on its way
 			}
 			if timer == nil {
 				timer = time.NewTimer(b.opts.Wait)

@@ -349,6 +349,8 @@ func (e *Engine) userVector(ctx context.Context, s *Served, req *Request, uc *us
 			return v, true, nil
 		}
 	}
+	e.batch.enter()
+	defer e.batch.leave()
 	sg := s.sampler(e.store, e.opts.NarrowRequestView).SampleVirtual(uc.ref.Type, uc.edges, uc.asOf, graph.ViewTeacher, 1)
 	src := virtualContent{store: e.store, anchor: graph.NodeID{Type: uc.ref.Type, Idx: graph.VirtualIdx}, content: content}
 	vec, err := e.batch.embed(ctx, m, src, sg)
