@@ -13,7 +13,7 @@ var negInf = float32(math.Inf(-1))
 
 // priorTop is the number of live docs with the highest prior that a
 // snapshot keeps sorted per prior channel, for the prior pass of Search.
-const priorTop = 4096
+const priorTop = 1024
 
 // priorOrder is a snapshot's lazily computed order of its live docs by
 // prior, per channel (0: Doc.Prior, 1: Doc.NewUserPrior). Each snapshot
