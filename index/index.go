@@ -286,6 +286,7 @@ type Snapshot struct {
 	attrBits pvec[*roaring.Bitmap] // by attr id
 	nAttrs   int
 	search   SearchOptions
+	porder   *priorOrder // this snapshot's own, made empty
 }
 
 func emptySnapshot(q *Quantizer) *Snapshot {
@@ -299,6 +300,7 @@ func emptySnapshot(q *Quantizer) *Snapshot {
 		dict:     &attrDict{ids: make(map[string]uint32)},
 		names:    pvec[attrName]{width: 1},
 		attrBits: pvec[*roaring.Bitmap]{width: 1},
+		porder:   &priorOrder{},
 	}
 	s.levelOff = levelOffsets(q)
 	s.search.applyDefaults()
@@ -467,6 +469,7 @@ func begin(base *Snapshot) *txn {
 	ns := *base
 	ns.live = base.live.Clone()
 	ns.seq++
+	ns.porder = &priorOrder{}
 	return &txn{
 		s: &ns, emb: edit(&base.emb), prior: edit(&base.prior), meta: edit(&base.meta), post: edit(&base.post),
 		names: edit(&base.names), attrBits: edit(&base.attrBits),

@@ -259,23 +259,31 @@ func (q *Quantizer) BagWith(vec []float32, o BagOptions) []WeightedToken {
 	L := len(q.flat)
 	perLevel := make([][]WeightedToken, 0, L+len(q.res))
 	var finest []scored
+	top := make([]scored, 0, o.MaxPerLevel+1)
+	all := make([]WeightedToken, 0, L*o.MaxPerLevel) // backs perLevel[:L]
 	for l := range L {
-		top := q.topWithinMargin(l, vec, o.Margin, o.MaxPerLevel)
+		top = q.topWithinMargin(l, vec, o.Margin, o.MaxPerLevel, top[:0])
 		if l == L-1 {
 			finest = top
 		}
-		wt := make([]WeightedToken, len(top))
-		for i, s := range top {
-			wt[i] = WeightedToken{Token: mustToken(l, int(s.code)), Weight: s.sim}
+		lo := len(all)
+		for _, s := range top {
+			all = append(all, WeightedToken{Token: mustToken(l, int(s.code)), Weight: s.sim})
 		}
-		perLevel = append(perLevel, wt)
+		perLevel = append(perLevel, all[lo:len(all):len(all)])
 	}
 	if len(q.res) > 0 {
 		resTok := make([][]WeightedToken, len(q.res))
+		for j := range resTok {
+			resTok[j] = make([]WeightedToken, 0, len(finest))
+		}
+		scratch := make([]float32, 2*q.dim)
+		r, recon := scratch[:q.dim], scratch[q.dim:]
 		for _, f := range finest {
 			p := q.proto(L-1, int(f.code))
-			r := subtract(vec, p)
-			recon := slices.Clone(p)
+			copy(r, vec)
+			sub(r, p)
+			copy(recon, p)
 			code := int(f.code)
 			for j, flat := range q.res {
 				c, _ := nearestL2(flat, q.dim, r)
@@ -329,10 +337,10 @@ func (q *Quantizer) argmaxDot(level int, v []float32) (int32, float32) {
 }
 
 // topWithinMargin returns up to m prototypes of level whose similarity to v
-// is within margin of the best, best first (ties by code).
-func (q *Quantizer) topWithinMargin(level int, v []float32, margin float32, m int) []scored {
+// is within margin of the best, best first (ties by code), in top (which it
+// may grow; pass top[:0] to reuse a buffer).
+func (q *Quantizer) topWithinMargin(level int, v []float32, margin float32, m int, top []scored) []scored {
 	flat := q.flat[level]
-	top := make([]scored, 0, m+1)
 	for c := 0; c*q.dim < len(flat); c++ {
 		s := Dot(flat[c*q.dim:(c+1)*q.dim], v)
 		if len(top) == m && s <= top[m-1].sim {

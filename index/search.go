@@ -1,9 +1,9 @@
 package index
 
 import (
-	"container/heap"
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -161,15 +161,28 @@ func (s *Snapshot) Search(ctx context.Context, q Query) (Result, error) {
 		o.ExhaustiveMax = q.Options.ExhaustiveMax
 	}
 	o.ResidualFirst = o.ResidualFirst || q.Options.ResidualFirst
-	allowed, err := s.Allowed(q.Filter)
-	if err != nil {
-		return Result{}, fmt.Errorf("search: %w", err)
-	}
-	if q.Restrict != nil {
-		allowed.And(q.Restrict)
-	}
-	if q.Exclude != nil {
-		allowed.AndNot(q.Exclude)
+	var allowed *roaring.Bitmap // read only: may be the snapshot's own live set
+	switch {
+	case q.Filter != nil:
+		var err error
+		if allowed, err = s.Allowed(q.Filter); err != nil {
+			return Result{}, fmt.Errorf("search: %w", err)
+		}
+		if q.Restrict != nil {
+			allowed.And(q.Restrict)
+		}
+		if q.Exclude != nil {
+			allowed.AndNot(q.Exclude)
+		}
+	case q.Restrict != nil:
+		allowed = roaring.And(s.live, q.Restrict)
+		if q.Exclude != nil {
+			allowed.AndNot(q.Exclude)
+		}
+	case q.Exclude != nil:
+		allowed = roaring.AndNot(s.live, q.Exclude)
+	default:
+		allowed = s.live
 	}
 	res := Result{Allowed: int(allowed.GetCardinality())}
 	need := max(o.MinCandidates, o.CandidateFactor*q.K)
@@ -205,21 +218,36 @@ func (s *Snapshot) Search(ctx context.Context, q Query) (Result, error) {
 	if q.NewUser {
 		channel = 1
 	}
-	hits, err := s.rerank(ctx, q.Vector, q.PriorWeight, channel, q.Boost, cand, q.K)
+	hits, err := s.rerank(ctx, q.Vector, q.PriorWeight, channel, q.Boost, cand, q.K, allowed, res.Stage != StageFilteredAll)
 	if err != nil {
 		return Result{}, fmt.Errorf("search: %w", err)
 	}
-	// Explanations: a hit's own bag (<= MaxTokens) ∩ the query bag.
+	// Explanations: a hit's own bag (<= MaxTokens) ∩ the query bag, all
+	// hits' tokens in one backing array.
 	inBag := make(map[Token]bool, len(bag))
 	for _, wt := range bag {
 		inBag[wt.Token] = true
 	}
+	n := 0
 	for i := range hits {
 		m := s.meta.get(int(hits[i].ID))
 		for _, t := range m[1 : 1+m[0]] {
 			if inBag[Token(t)] {
-				hits[i].Tokens = append(hits[i].Tokens, Token(t))
+				n++
 			}
+		}
+	}
+	toks := make([]Token, 0, n)
+	for i := range hits {
+		m := s.meta.get(int(hits[i].ID))
+		lo := len(toks)
+		for _, t := range m[1 : 1+m[0]] {
+			if inBag[Token(t)] {
+				toks = append(toks, Token(t))
+			}
+		}
+		if len(toks) > lo {
+			hits[i].Tokens = toks[lo:len(toks):len(toks)]
 		}
 	}
 	res.Hits = hits
@@ -280,42 +308,56 @@ func (s *Snapshot) tokenCandidates(bag []WeightedToken, allowed *roaring.Bitmap,
 	return nil, 0
 }
 
-type hitHeap []Hit
-
-func (h hitHeap) Len() int { return len(h) }
-func (h hitHeap) Less(i, j int) bool {
-	if h[i].Score != h[j].Score {
-		return h[i].Score < h[j].Score
+// worse reports whether a ranks below b: a lower score, ties by larger id.
+func worse(a, b *Hit) bool {
+	if a.Score != b.Score {
+		return a.Score < b.Score
 	}
-	return h[i].ID > h[j].ID
+	return a.ID > b.ID
 }
-func (h hitHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *hitHeap) Push(x any)   { *h = append(*h, x.(Hit)) }
-func (h *hitHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
+
+// siftDown restores the min-heap order (worst hit at the root) of h below i.
+func siftDown(h []Hit, i int) {
+	for {
+		l := 2*i + 1
+		if l >= len(h) {
+			return
+		}
+		c := l
+		if r := l + 1; r < len(h) && worse(&h[r], &h[l]) {
+			c = r
+		}
+		if !worse(&h[c], &h[i]) {
+			return
+		}
+		h[i], h[c] = h[c], h[i]
+		i = c
+	}
+}
+
+// siftUp restores the min-heap order of h above i.
+func siftUp(h []Hit, i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !worse(&h[i], &h[p]) {
+			return
+		}
+		h[i], h[p] = h[p], h[i]
+		i = p
+	}
 }
 
 // rerank scores every candidate by dot product plus priorW times its prior
 // (channel 0: Doc.Prior, 1: Doc.NewUserPrior) plus its boost, and keeps the
-// top k, best first (ties by smaller id).
-func (s *Snapshot) rerank(ctx context.Context, vec []float32, priorW float32, channel int, boost map[uint32]float32, cand *roaring.Bitmap, k int) ([]Hit, error) {
-	h := make(hitHeap, 0, k+1)
-	it := cand.Iterator()
-	n := 0
-	for it.HasNext() {
-		id := it.Next()
-		n++
-		if n%65536 == 0 {
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
-		}
+// top k, best first (ties by smaller id). With priorPass, allowed docs
+// outside cand whose prior could lift them into the top k are scored too
+// (see priorPass).
+func (s *Snapshot) rerank(ctx context.Context, vec []float32, priorW float32, channel int, boost map[uint32]float32, cand *roaring.Bitmap, k int,
+	allowed *roaring.Bitmap, withPriorPass bool) ([]Hit, error) {
+	score := func(id uint32) (Hit, bool) {
 		e := s.emb.at(int(id))
 		if e == nil {
-			continue
+			return Hit{}, false
 		}
 		parts := Parts{Similarity: Dot(vec, e), Boost: boost[id]}
 		sc := parts.Similarity
@@ -326,15 +368,38 @@ func (s *Snapshot) rerank(ctx context.Context, vec []float32, priorW float32, ch
 			}
 		}
 		sc += parts.Boost
+		return Hit{ID: id, Score: sc, Parts: parts}, true
+	}
+	h := make([]Hit, 0, k)
+	it := cand.Iterator()
+	n := 0
+	for it.HasNext() {
+		id := it.Next()
+		n++
+		if n%65536 == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
+		hit, ok := score(id)
+		if !ok {
+			continue
+		}
 		if len(h) < k {
-			heap.Push(&h, Hit{ID: id, Score: sc, Parts: parts})
-		} else if sc > h[0].Score || (sc == h[0].Score && id < h[0].ID) {
-			h[0] = Hit{ID: id, Score: sc, Parts: parts}
-			heap.Fix(&h, 0)
+			h = append(h, hit)
+			siftUp(h, len(h)-1)
+		} else if worse(&h[0], &hit) {
+			h[0] = hit
+			siftDown(h, 0)
 		}
 	}
-	out := slices.Clone([]Hit(h))
-	slices.SortFunc(out, func(a, b Hit) int {
+	if withPriorPass {
+		// A doc outside cand has no boost (boosted docs are candidates) and
+		// a similarity of at most |vec| (doc embeddings are unit vectors).
+		bound := float32(math.Sqrt(float64(Dot(vec, vec)))) * 1.001
+		h, _ = s.priorPass(h, k, priorW, channel, bound, cand, allowed, score)
+	}
+	slices.SortFunc(h, func(a, b Hit) int {
 		switch {
 		case a.Score > b.Score:
 			return -1
@@ -343,5 +408,5 @@ func (s *Snapshot) rerank(ctx context.Context, vec []float32, priorW float32, ch
 		}
 		return int(a.ID) - int(b.ID)
 	})
-	return out, nil
+	return h, nil
 }

@@ -59,7 +59,7 @@ func BenchmarkEmbed(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, n := range []int{1, 256} {
+	for _, n := range []int{1, 4, 16, 64, 256} {
 		b.Run(fmt.Sprintf("batch=%d", n), func(b *testing.B) {
 			ids := make([]graph.NodeID, n)
 			for i := range ids {

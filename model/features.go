@@ -213,10 +213,16 @@ const maxHop = 7
 // numBatchInputs is the number of tensors a batch contributes to a graph.
 const numBatchInputs = 16
 
-// featurize builds a batch. All subgraphs must have the same N; rows beyond
+// featurize builds a batch from the content of src (see featurizeFrom).
+func (f *featurizer) featurize(src Entities, sgs []*graph.Subgraph, rows int) (*batch, error) {
+	return f.featurizeFrom(func(int) Entities { return src }, sgs, rows)
+}
+
+// featurizeFrom builds a batch; src(b) supplies the content of sgs[b]'s
+// nodes. All subgraphs must have the same N; rows beyond
 // len(sgs) up to rows (bucket padding) are all-padding except a masked-in dummy
 // anchor, so that no softmax row is empty.
-func (f *featurizer) featurize(src Entities, sgs []*graph.Subgraph, rows int) (*batch, error) {
+func (f *featurizer) featurizeFrom(src func(b int) Entities, sgs []*graph.Subgraph, rows int) (*batch, error) {
 	if len(sgs) == 0 {
 		return nil, fmt.Errorf("featurize: %w: empty batch", ErrBadConfig)
 	}
@@ -266,7 +272,7 @@ func (f *featurizer) featurize(src Entities, sgs []*graph.Subgraph, rows int) (*
 			}
 			bt.weight[t] = float32(math.Log1p(w))
 			bt.walk[t] = sg.WalkFreq[i]
-			nf := f.node(src, id)
+			nf := f.node(src(b), id)
 			copy(bt.hash[t*c.HashK:], nf.hash)
 			bt.idRows[2*t], bt.idRows[2*t+1] = nf.idRows[0], nf.idRows[1]
 			if len(sg.DropFeat) == n && sg.DropFeat[i] {

@@ -15,7 +15,7 @@ import (
 
 // batchBuckets are the batch sizes inference pads to, so that at most one
 // graph per bucket (and subgraph size) is compiled.
-var batchBuckets = [...]int{1, 16, 64, 256}
+var batchBuckets = [...]int{1, 2, 4, 8, 16, 32, 64, 128, 256}
 
 // Model is a trained encoder loaded for inference from a checkpoint. It serves
 // from its own context, never a training one. Safe for concurrent use.
@@ -138,6 +138,16 @@ func (m *Model) Embed(ctx gocontext.Context, store *graph.Store, ids []graph.Nod
 // content (a *graph.Store, or a wrapper that also gives a virtual anchor's
 // content; nil: none). Subgraphs of different sizes are batched separately.
 func (m *Model) EmbedSubgraphs(ctx gocontext.Context, src Entities, sgs []*graph.Subgraph) ([][]float32, error) {
+	return m.EmbedSubgraphsFrom(ctx, func(int) Entities { return src }, sgs)
+}
+
+// EmbedSubgraphsFrom is [Model.EmbedSubgraphs] with a content source per
+// subgraph: src(i) supplies the content of sgs[i]'s nodes, so that
+// subgraphs of several requests, each with its own virtual anchor, run in
+// one forward call. A subgraph's embedding does not depend on the other
+// subgraphs of the call nor on the batch size it was padded to
+// (TestEmbedBatchInvariant).
+func (m *Model) EmbedSubgraphsFrom(ctx gocontext.Context, src func(i int) Entities, sgs []*graph.Subgraph) ([][]float32, error) {
 	out := make([][]float32, len(sgs))
 	// Group by N so each group has one shape.
 	byN := map[int][]int{}
@@ -171,7 +181,7 @@ func (m *Model) EmbedSubgraphs(ctx gocontext.Context, src Entities, sgs []*graph
 					break
 				}
 			}
-			bt, err := m.feat.featurize(src, group, rows)
+			bt, err := m.feat.featurizeFrom(func(k int) Entities { return src(part[k]) }, group, rows)
 			if err != nil {
 				return nil, fmt.Errorf("embed: %w", err)
 			}

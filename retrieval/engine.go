@@ -53,6 +53,17 @@ type Options struct {
 	// EmbedCacheSize bounds the cache of request-time embeddings (default
 	// DefaultEmbedCacheSize).
 	EmbedCacheSize int
+	// EmbedBatch configures the micro-batching of request-time embeddings
+	// of concurrent requests (zero value: the defaults).
+	EmbedBatch EmbedBatchOptions
+	// NarrowRequestView embeds request-time users (never-seen users,
+	// requests with context events) from the model's narrow student view
+	// (its node count, hops, fan-out and walks, without the training-time
+	// feature dropout and anchor-only draws) instead of the teacher view
+	// that every stored entity's embedding comes from. Fewer tokens make
+	// the forward call cheaper; the embeddings, and so the answers, differ
+	// from the teacher view's (the student is trained to match it).
+	NarrowRequestView bool
 	// Logger defaults to discard.
 	Logger *slog.Logger
 }
@@ -68,6 +79,7 @@ type Engine struct {
 	store  *graph.Store
 	text   *index.TextIndex // nil with Options.NoKeywords
 	cache  *embedCache
+	batch  *embedBatcher
 
 	cur atomic.Pointer[Served]
 
@@ -97,8 +109,9 @@ func NewEngine(store *graph.Store, opts Options) (*Engine, error) {
 		opts.EmbedCacheSize = DefaultEmbedCacheSize
 	}
 	opts.Build.applyDefaults()
+	opts.EmbedBatch.applyDefaults()
 	e := &Engine{opts: opts, logger: opts.Logger.With("component", "retrieval"), store: store,
-		cache: newEmbedCache(opts.EmbedCacheSize)}
+		cache: newEmbedCache(opts.EmbedCacheSize), batch: newEmbedBatcher(opts.EmbedBatch)}
 	if opts.NoKeywords {
 		return e, nil
 	}
@@ -116,8 +129,10 @@ func NewEngine(store *graph.Store, opts Options) (*Engine, error) {
 	return e, nil
 }
 
-// Close releases the keyword index.
+// Close stops the request-time embedding runners and releases the keyword
+// index.
 func (e *Engine) Close() error {
+	e.batch.close()
 	if e.text == nil {
 		return nil
 	}
@@ -149,6 +164,9 @@ func (e *Engine) Publish(ctx context.Context, s *Served) error {
 	if s == nil || s.Gen == nil || s.Live == nil || s.Live.Index == nil {
 		return fmt.Errorf("%w: publish an incomplete generation", ErrBadOptions)
 	}
+	if s.Gen.Model != nil {
+		e.warmEmbed(ctx, s)
+	}
 	e.applyMu.Lock()
 	defer e.applyMu.Unlock()
 	start := time.Now()
@@ -172,6 +190,26 @@ func (e *Engine) Publish(ctx context.Context, s *Served) error {
 	e.logger.Info("generation published", "version", s.Gen.Version, "index_size", s.IndexSize(),
 		"catch_up", time.Since(start))
 	return nil
+}
+
+// warmEmbed runs s's model once at every batch size that request-time
+// micro-batching uses, so that no request waits for a graph to compile.
+// Outside the apply lock; a failure is only logged (requests would compile
+// what they need).
+func (e *Engine) warmEmbed(ctx context.Context, s *Served) {
+	start := time.Now()
+	sg := s.sampler(e.store, e.opts.NarrowRequestView).SampleVirtual(graph.NodeUser, nil, serveTime(e.store), graph.ViewTeacher, 1)
+	for b := 1; ; b *= 2 {
+		if _, err := s.Gen.Model.EmbedSubgraphs(ctx, e.store, slices.Repeat([]*graph.Subgraph{sg}, b)); err != nil {
+			e.logger.Warn("warm up request-time embedding", "version", s.Gen.Version, "batch", b, "err", err)
+			return
+		}
+		if b >= e.opts.EmbedBatch.Max {
+			break
+		}
+	}
+	e.logger.Info("request-time embedding warmed up", "version", s.Gen.Version, "max_batch", e.opts.EmbedBatch.Max,
+		"elapsed", time.Since(start))
 }
 
 // Apply applies a batch that the caller has stored durably to the graph

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hir-ads/hir/graph"
@@ -72,6 +73,30 @@ type Live struct {
 type Served struct {
 	Gen  *Generation
 	Live *Live
+
+	sm atomic.Pointer[graph.Sampler] // request-time sampler of Gen.Model, made on first use
+}
+
+// sampler returns the request-time sampler of the generation's model over
+// store (one per Served, so that its pooled state is reused across
+// requests): its teacher view, or with narrow its student view without
+// dropout as the teacher view. An engine always passes the same store and
+// narrow. Gen.Model must not be nil.
+func (s *Served) sampler(store *graph.Store, narrow bool) *graph.Sampler {
+	if sm := s.sm.Load(); sm != nil {
+		return sm
+	}
+	opts := s.Gen.Model.SamplerOptions()
+	if narrow {
+		opts = graph.NewSampler(store, opts).Options() // with the defaults of both views
+		opts.Teacher = opts.Student
+		opts.Teacher.FeatureDropout, opts.Teacher.AnchorOnly = -1, -1 // negative: none
+	}
+	sm := graph.NewSampler(store, opts)
+	if s.sm.CompareAndSwap(nil, sm) {
+		return sm
+	}
+	return s.sm.Load()
 }
 
 // IndexSize returns the number of ads in the live index.

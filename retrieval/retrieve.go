@@ -349,17 +349,18 @@ func (e *Engine) userVector(ctx context.Context, s *Served, req *Request, uc *us
 			return v, true, nil
 		}
 	}
-	sm := graph.NewSampler(e.store, m.SamplerOptions())
-	sg := sm.SampleVirtual(uc.ref.Type, uc.edges, uc.asOf, graph.ViewTeacher, 1)
-	var src = virtualContent{store: e.store, anchor: graph.NodeID{Type: uc.ref.Type, Idx: graph.VirtualIdx}, content: content}
-	vecs, err := m.EmbedSubgraphs(ctx, src, []*graph.Subgraph{sg})
+	e.batch.enter()
+	defer e.batch.leave()
+	sg := s.sampler(e.store, e.opts.NarrowRequestView).SampleVirtual(uc.ref.Type, uc.edges, uc.asOf, graph.ViewTeacher, 1)
+	src := virtualContent{store: e.store, anchor: graph.NodeID{Type: uc.ref.Type, Idx: graph.VirtualIdx}, content: content}
+	vec, err := e.batch.embed(ctx, m, src, sg)
 	if err != nil {
 		return nil, false, fmt.Errorf("embed %s: %w", uc.ref, err)
 	}
 	if anonymous {
-		e.cache.put(key, vecs[0])
+		e.cache.put(key, vec)
 	}
-	return vecs[0], true, nil
+	return vec, true, nil
 }
 
 // virtualContent gives the model a virtual anchor's content beside the

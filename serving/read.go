@@ -196,26 +196,49 @@ func (s *Server) RetrieveCandidates(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.observeRetrieve(r.Context(), res)
-	writeJSON(w, http.StatusOK, s.retrieveResponse(res, p.explain))
+	out := s.retrieveResponse(res, p.explain)
+	writeRetrieveResponse(w, http.StatusOK, &out)
 }
 
-// observeRetrieve records a retrieval's stage spans and metrics.
+// stageOptions are the metric options of each retrieval stage, made once.
+var stageOptions = func() map[string]metric.RecordOption {
+	m := map[string]metric.RecordOption{}
+	for _, name := range []string{"keywords", "embed", "candidates", "rerank"} {
+		m[name] = metric.WithAttributeSet(attribute.NewSet(attribute.String("stage", name)))
+	}
+	return m
+}()
+
+// observeRetrieve records a retrieval's stage metrics and, when the
+// request's span records (a tracer provider is configured), its stage
+// spans.
 func (s *Server) observeRetrieve(ctx context.Context, res *retrieval.Response) {
 	st := res.Stats
+	mctx := context.WithoutCancel(ctx)
+	recording := trace.SpanFromContext(ctx).IsRecording()
 	t := st.Start
 	span := func(name string, d time.Duration, attrs ...attribute.KeyValue) {
-		_, sp := s.tel.tracer.Start(ctx, name, trace.WithTimestamp(t))
-		sp.SetAttributes(attrs...)
-		sp.End(trace.WithTimestamp(t.Add(d)))
-		s.tel.stageTime.Record(context.WithoutCancel(ctx), d.Seconds(), metric.WithAttributes(attribute.String("stage", name)))
+		if recording {
+			_, sp := s.tel.tracer.Start(ctx, name, trace.WithTimestamp(t))
+			sp.SetAttributes(attrs...)
+			sp.End(trace.WithTimestamp(t.Add(d)))
+		}
+		s.tel.stageTime.Record(mctx, d.Seconds(), stageOptions[name])
 		t = t.Add(d)
 	}
-	span("keywords", st.Keywords)
-	span("embed", st.Embed, attribute.Bool("hir.fresh", res.FreshUser))
-	span("candidates", st.CandidatesTime, attribute.Int("hir.candidates", st.Candidates), attribute.Int("hir.allowed", st.Allowed),
-		attribute.String("hir.stage", string(st.Stage)), attribute.Int("hir.level", st.Level))
-	span("rerank", st.RerankTime, attribute.Int("hir.hits", len(res.Candidates)))
-	s.tel.candidates.Record(context.WithoutCancel(ctx), int64(st.Candidates))
+	if !recording {
+		span("keywords", st.Keywords)
+		span("embed", st.Embed)
+		span("candidates", st.CandidatesTime)
+		span("rerank", st.RerankTime)
+	} else {
+		span("keywords", st.Keywords)
+		span("embed", st.Embed, attribute.Bool("hir.fresh", res.FreshUser))
+		span("candidates", st.CandidatesTime, attribute.Int("hir.candidates", st.Candidates), attribute.Int("hir.allowed", st.Allowed),
+			attribute.String("hir.stage", string(st.Stage)), attribute.Int("hir.level", st.Level))
+		span("rerank", st.RerankTime, attribute.Int("hir.hits", len(res.Candidates)))
+	}
+	s.tel.candidates.Record(mctx, int64(st.Candidates))
 }
 
 // retrieveResponse encodes a retrieval; with explain, each candidate

@@ -42,6 +42,7 @@ func commands() []command {
 		{"serve", "serve the REST API over a data directory (retrieval, ingestion, background training)", runServe},
 		{"demo", "synthesise a small ads world, train, serve it and print working curl calls", runDemo},
 		{"bench", "load-test a running server with retrieve requests (queries/s, p50/p99)", runBench},
+		{"ceiling", "serve the HTTP ceiling of POST /v1/retrieve (decode, canned answer) for hir bench", runCeiling},
 		{"log", "check or repair a data directory's event log (hir log check|repair --data DIR)", runLog},
 		{"eval", "evaluate our model and the baselines offline (chrono, replay, truth)", runEval},
 		{"healthcheck", "exit 0 when a server's /readyz answers 200 (the container health check)", runHealthcheck},

@@ -58,6 +58,10 @@ type serveConfig struct {
 	// maxClockSkew is how far ahead of the server clock an event may be
 	// dated (0: serving's default, 1h; negative: no limit).
 	maxClockSkew time.Duration
+	// embedBatch and narrowView shape request-time embedding
+	// (retrieval.Options.EmbedBatch.Max and NarrowRequestView).
+	embedBatch int
+	narrowView bool
 	// prior shapes the ads' engagement priors and their weight in the
 	// re-rank.
 	prior priorFlags
@@ -95,6 +99,8 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	fs.IntVar(&cfg.rateBurst, "rate-burst", 0, "token-bucket burst of the rate limit (0: 2000)")
 	fs.IntVar(&cfg.maxInFlight, "max-inflight", serving.DefaultMaxInFlight, "requests handled at once; more wait up to --max-queue-wait, then get 503 with Retry-After (negative: no bound)")
 	fs.DurationVar(&cfg.maxQueueWait, "max-queue-wait", serving.DefaultMaxQueueWait, "how long a request waits for one of the --max-inflight slots before it is shed")
+	fs.IntVar(&cfg.embedBatch, "embed-batch", retrieval.DefaultEmbedBatchMax, "most request-time embeddings (never-seen users, context events) of concurrent requests run in one forward call (1: no batching)")
+	fs.BoolVar(&cfg.narrowView, "narrow-request-view", false, "embed request-time users from the model's narrow student view (faster; answers differ from the teacher view's)")
 	cfg.prior.register(fs, "weight of the ads' engagement prior in the re-rank when a request names none")
 	level := fs.String("log-level", "info", "log level: debug, info (one access-log line per request), warn, error")
 	if err := parse(fs, args); err != nil {
@@ -103,6 +109,9 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	if err := cfg.prior.check(); err != nil {
 		fmt.Fprintln(e.stderr, err)
 		return errUsage
+	}
+	if cfg.embedBatch < 1 {
+		return fmt.Errorf("%w\n--embed-batch %d: want at least 1", errUsage, cfg.embedBatch)
 	}
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(*level)); err != nil {
@@ -165,7 +174,8 @@ func serve(ctx context.Context, e *env, cfg serveConfig) error {
 	srv, err := serving.New(serving.Options{Logger: logger, APIKeys: cfg.apiKeys, ReadAuth: cfg.readAuth,
 		RatePerSecond: cfg.ratePerSecond, RateBurst: cfg.rateBurst, MaxClockSkew: cfg.maxClockSkew,
 		MaxInFlight: cfg.maxInFlight, MaxQueueWait: cfg.maxQueueWait,
-		Retrieval: retrieval.Options{Rank: cfg.prior.options(), Weights: cfg.prior.weights(), Build: cfg.build(logger)}}, log, store)
+		Retrieval: retrieval.Options{Rank: cfg.prior.options(), Weights: cfg.prior.weights(), Build: cfg.build(logger),
+			EmbedBatch: retrieval.EmbedBatchOptions{Max: cfg.embedBatch}, NarrowRequestView: cfg.narrowView}}, log, store)
 	if err != nil {
 		return errors.Join(fmt.Errorf("create server: %w", err), log.Close())
 	}

@@ -1,0 +1,116 @@
+package index
+
+import (
+	"cmp"
+	"math"
+	"slices"
+	"sync"
+
+	"github.com/RoaringBitmap/roaring/v2"
+)
+
+var negInf = float32(math.Inf(-1))
+
+// priorTop is the number of live docs with the highest prior that a
+// snapshot keeps sorted per prior channel, for the prior pass of Search.
+const priorTop = 1024
+
+// priorOrder is a snapshot's lazily computed order of its live docs by
+// prior, per channel (0: Doc.Prior, 1: Doc.NewUserPrior). Each snapshot
+// owns its own (a transaction starts a new one). Safe for concurrent use.
+type priorOrder struct {
+	once [2]sync.Once
+	top  [2][]uint32 // at most priorTop ids, highest prior first (ties by smaller id)
+	// rest is the highest prior among the live docs not in top (-Inf when
+	// top holds them all).
+	rest [2]float32
+}
+
+// byPrior returns the live docs with the highest prior of channel, best
+// first, and the highest prior of the docs left out.
+func (s *Snapshot) byPrior(channel int) ([]uint32, float32) {
+	o := s.porder
+	o.once[channel].Do(func() {
+		type entry struct {
+			id uint32
+			p  float32
+		}
+		all := make([]entry, 0, s.live.GetCardinality())
+		it := s.live.Iterator()
+		for it.HasNext() {
+			id := it.Next()
+			var p float32
+			if v := s.prior.at(int(id)); v != nil {
+				p = v[channel]
+			}
+			all = append(all, entry{id, p})
+		}
+		better := func(a, b entry) int {
+			if c := cmp.Compare(b.p, a.p); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.id, b.id)
+		}
+		slices.SortFunc(all, better)
+		n := min(len(all), priorTop)
+		o.top[channel] = make([]uint32, n)
+		for i := range n {
+			o.top[channel][i] = all[i].id
+		}
+		o.rest[channel] = negInf
+		if len(all) > n {
+			o.rest[channel] = all[n].p
+		}
+	})
+	return o.top[channel], o.rest[channel]
+}
+
+// priorPass adds to the top-k heap h every allowed doc outside cand whose
+// prior could lift it into the top k: its score is at most
+// bound + priorW*prior (bound: the largest possible similarity plus boost
+// of a doc outside cand), so docs whose priorW*prior is below the k-th
+// score minus bound cannot enter, and the pass stops at the first of them
+// in prior order. score computes a doc's hit. It returns the number of docs
+// it scored.
+func (s *Snapshot) priorPass(h []Hit, k int, priorW float32, channel int, bound float32, cand, allowed *roaring.Bitmap, score func(id uint32) (Hit, bool)) ([]Hit, int) {
+	if priorW <= 0 || len(h) == 0 {
+		return h, 0
+	}
+	threshold := func() float32 {
+		if len(h) < k {
+			return negInf
+		}
+		return h[0].Score - bound
+	}
+	top, rest := s.byPrior(channel)
+	n := 0
+	consider := func(id uint32) {
+		if cand.Contains(id) || !allowed.Contains(id) {
+			return
+		}
+		hit, ok := score(id)
+		if !ok {
+			return
+		}
+		n++
+		if len(h) < k {
+			h = append(h, hit)
+			siftUp(h, len(h)-1)
+		} else if worse(&h[0], &hit) {
+			h[0] = hit
+			siftDown(h, 0)
+		}
+	}
+	for _, id := range top {
+		var prior float32
+		if p := s.prior.at(int(id)); p != nil {
+			prior = p[channel]
+		}
+		if priorW*prior < threshold() {
+			return h, n
+		}
+		consider(id)
+	}
+	_ = rest // docs beyond the sorted ones are not considered (bounded cost)
+	return h, n
+}

@@ -1,0 +1,169 @@
+package serving
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/hir-ads/hir/eventlog"
+	"github.com/hir-ads/hir/graph"
+	"github.com/hir-ads/hir/index"
+	"github.com/hir-ads/hir/model"
+	"github.com/hir-ads/hir/rank"
+	"github.com/hir-ads/hir/retrieval"
+)
+
+// BenchmarkRetrieveWorld measures retrieval.Engine.Retrieve in process on
+// the trained world of a data directory (HIR_BENCH_DATA=DIR: `hir synth`
+// + `hir import` + `hir train`, and one `hir serve` start so that the
+// generation files are persisted): known users (not new, served their
+// generation embedding), k = 100, unfiltered and under a category filter
+// keeping about 1% of the ads. It reports per-query latency percentiles
+// and recall@100 against the exact top-100 (Exhaustive: every allowed ad
+// re-ranked by the same score) of the same queries.
+//
+//	HIR_BENCH_DATA=/tmp/w100k/data go test ./serving -run '^$' -bench RetrieveWorld -benchtime 2000x -benchmem
+func BenchmarkRetrieveWorld(b *testing.B) {
+	dir := os.Getenv("HIR_BENCH_DATA")
+	if dir == "" {
+		b.Skip("set HIR_BENCH_DATA to a trained data directory")
+	}
+	ctx := context.Background()
+	log, store, _, err := OpenStore(ctx, eventlog.Options{Dir: filepath.Join(dir, "log")}, graph.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer log.Close()
+	vdir, err := model.LatestVersionDir(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	m, err := model.Load(vdir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	served, err := retrieval.Open(ctx, m, store, vdir, store.MaxTS(), retrieval.BuildOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	eng, err := retrieval.NewEngine(store, retrieval.Options{Rank: rank.DefaultOptions(), Weights: rank.DefaultWeights(), NoKeywords: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer eng.Close()
+	if err := eng.Publish(ctx, served); err != nil {
+		b.Fatal(err)
+	}
+	// Known users that are not new: served their generation embedding.
+	var users []graph.Ref
+	asOf := store.MaxTS()
+	for i := range store.NumNodes(graph.NodeUser) {
+		id := graph.NodeID{Type: graph.NodeUser, Idx: uint32(i)}
+		if d := store.Degree(id, asOf); !eng.Options().Rank.NewUser.Is(d) && d == store.Degree(id, served.Gen.AsOf) {
+			users = append(users, store.Ref(id))
+		}
+		if len(users) == 1000 {
+			break
+		}
+	}
+	if len(users) == 0 {
+		b.Fatal("no known user that is not new")
+	}
+	ads := served.IndexSize()
+	onePct := onePercentFilter(b, served, ads)
+	for _, fc := range []struct {
+		name    string
+		filter  *index.Filter
+		weights *rank.Weights
+	}{
+		{"filter=none", nil, nil},
+		{"filter=1%", onePct, nil},
+		{"filter=none/similarity-only", nil, &rank.Weights{}},
+	} {
+		b.Run(fc.name, func(b *testing.B) {
+			req := func(i int) retrieval.Request {
+				u := users[i%len(users)]
+				return retrieval.Request{User: &u, K: 100, ExcludeSeen: true, Filter: fc.filter, Weights: fc.weights}
+			}
+			lat := make([]time.Duration, 0, b.N)
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				t0 := time.Now()
+				if _, err := eng.Retrieve(ctx, req(i)); err != nil {
+					b.Fatal(err)
+				}
+				lat = append(lat, time.Since(t0))
+				i++
+			}
+			b.StopTimer()
+			slices.Sort(lat)
+			pct := func(p float64) float64 { return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))].Microseconds()) }
+			b.ReportMetric(pct(0.5), "p50_µs")
+			b.ReportMetric(pct(0.99), "p99_µs")
+			b.ReportMetric(float64(ads), "ads")
+			// Recall@100 against the exact top-100 of the same score.
+			var hit, total int
+			for i := range min(200, len(users)) {
+				r := req(i)
+				got, err := eng.Retrieve(ctx, r)
+				if err != nil {
+					b.Fatal(err)
+				}
+				r.Exhaustive = true
+				exact, err := eng.Retrieve(ctx, r)
+				if err != nil {
+					b.Fatal(err)
+				}
+				in := map[uint32]bool{}
+				for _, c := range got.Candidates {
+					in[c.Ad] = true
+				}
+				for _, c := range exact.Candidates {
+					if in[c.Ad] {
+						hit++
+					}
+				}
+				total += len(exact.Candidates)
+			}
+			b.ReportMetric(float64(hit)/float64(max(total, 1)), "recall@100")
+		})
+	}
+}
+
+// onePercentFilter returns the filter keeping closest to (at least) 1% of
+// the ads among those naming the first values of one attribute of the
+// synthetic world (brand, advertiser, campaign, category) in index order.
+func onePercentFilter(b *testing.B, s *retrieval.Served, ads int) *index.Filter {
+	snap := s.Live.Index.Snapshot()
+	var best *index.Filter
+	bestN := 0
+	for _, a := range []struct{ key, prefix string }{{index.AttrBrand, "b"}, {index.AttrAdvertiser, "adv"},
+		{index.AttrCampaign, "cp"}, {index.AttrCategory, "cat"}} {
+		var in []string
+		for v := 0; v < 10000; v++ {
+			in = append(in, a.prefix+strconv.Itoa(v))
+			f := &index.Filter{Attr: a.key, In: slices.Clone(in)}
+			allowed, err := snap.Allowed(f)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if n := int(allowed.GetCardinality()); n*100 >= ads {
+				if best == nil || n < bestN {
+					best, bestN = f, n
+				}
+				break
+			}
+		}
+	}
+	if best == nil {
+		b.Fatal(fmt.Sprintf("no filter reaches 1%% of %d ads", ads))
+	}
+	b.Logf("filter %s in %d values: %d of %d ads (%.2f%%)", best.Attr, len(best.In), bestN, ads, 100*float64(bestN)/float64(ads))
+	return best
+}
