@@ -60,20 +60,3 @@ func writeFiles(t *testing.T, files map[string]string) string {
 	return dir
 }
 
-// copyDir copies the regular files of src into a new temporary directory.
-func copyDir(t *testing.T, src string) string {
-	t.Helper()
-	ents, err := os.ReadDir(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	files := map[string]string{}
-	for _, e := range ents {
-		b, err := os.ReadFile(filepath.Join(src, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		files[e.Name()] = string(b)
-	}
-	return writeFiles(t, files)
-}

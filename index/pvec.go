@@ -33,9 +33,6 @@ func (v *pvec[T]) get(i int) T {
 	return s[0]
 }
 
-// slots returns the number of slots the vector can address without growing.
-func (v *pvec[T]) slots() int { return len(v.chunks) << pvecShift }
-
 // pvecTxn edits a private copy of a pvec, copying each chunk at most once.
 type pvecTxn[T any] struct {
 	v     *pvec[T]

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"strings"
 	"sync"
 	"testing"
 
@@ -347,8 +346,6 @@ func tinyTrain() model.TrainConfig {
 	c.LogEvery = 6
 	return c
 }
-
-func contains(s, sub string) bool { return strings.Contains(s, sub) }
 
 func eventlogOptions(dir string) eventlog.Options {
 	return eventlog.Options{Dir: dir + "/log", NoSync: true}
