@@ -290,11 +290,19 @@ func clip(s string) string {
 	if len(s) <= maxEcho {
 		return s
 	}
-	n := maxEcho
+	return fmt.Sprintf("%s…(%d bytes)", cutAtRune(s, maxEcho), len(s))
+}
+
+// cutAtRune returns the longest prefix of s of at most n bytes that does
+// not split a rune.
+func cutAtRune(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
 	for n > 0 && !utf8.RuneStart(s[n]) {
 		n--
 	}
-	return fmt.Sprintf("%s…(%d bytes)", s[:n], len(s))
+	return s[:n]
 }
 
 // checkQuery bounds the keyword query of a retrieve request.

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"unicode/utf8"
 
 	"github.com/hir-ads/hir/api"
 	"github.com/hir-ads/hir/explore"
@@ -49,27 +48,24 @@ type explorerCache struct {
 	history    *modelHistory // historyMtx must be held
 }
 
-// pageLimit validates an optional limit parameter.
-func pageLimit(v *int, def, max int) (int, error) {
-	if v == nil {
-		return def, nil
+// pageParams validates the optional limit (default def, at most max) and
+// cursor parameters of a paged list.
+func pageParams(limit *int, cursor *string, def, max int) (int, uint64, error) {
+	n := def
+	if limit != nil {
+		if *limit < 1 || *limit > max {
+			return 0, 0, badRequestf("limit: %d is out of range 1..%d", *limit, max)
+		}
+		n = *limit
 	}
-	if *v < 1 || *v > max {
-		return 0, badRequestf("limit: %d is out of range 1..%d", *v, max)
+	if cursor == nil {
+		return n, 0, nil
 	}
-	return *v, nil
-}
-
-// pageCursor validates an optional cursor parameter.
-func pageCursor(v *string) (uint64, error) {
-	if v == nil {
-		return 0, nil
-	}
-	c, err := explore.ParseCursor(*v)
+	c, err := explore.ParseCursor(*cursor)
 	if err != nil {
-		return 0, badRequestf("cursor: %q is not a cursor this server returned", clip(*v))
+		return 0, 0, badRequestf("cursor: %q is not a cursor this server returned", clip(*cursor))
 	}
-	return c, nil
+	return n, c, nil
 }
 
 func apiRef(ref graph.Ref) api.Ref {
@@ -79,12 +75,7 @@ func apiRef(ref graph.Ref) api.Ref {
 // ListTokens answers a page of the tokens of one level, or of the children
 // of one token, largest first.
 func (s *Server) ListTokens(w http.ResponseWriter, r *http.Request, params api.ListTokensParams) {
-	limit, err := pageLimit(params.Limit, defaultTokenPage, maxTokenPage)
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	offset, err := pageCursor(params.Cursor)
+	limit, offset, err := pageParams(params.Limit, params.Cursor, defaultTokenPage, maxTokenPage)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -191,12 +182,7 @@ func (s *Server) ListTokenMembers(w http.ResponseWriter, r *http.Request, token 
 		s.writeProblem(w, r, err)
 		return
 	}
-	limit, err := pageLimit(params.Limit, defaultPage, maxPage)
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	from, err := pageCursor(params.Cursor)
+	limit, from, err := pageParams(params.Limit, params.Cursor, defaultPage, maxPage)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -233,24 +219,12 @@ func (s *Server) ListTokenMembers(w http.ResponseWriter, r *http.Request, token 
 		nid := graph.NodeID{Type: graph.NodeAd, Idx: id}
 		m := api.Member{Type: api.Ad, Id: s.store.Ref(nid).ID}
 		if e := s.store.Entity(nid); e != nil && e.Text != "" {
-			txt := clipText(e.Text, memberTextBytes)
+			txt := cutAtRune(e.Text, memberTextBytes)
 			m.Text = &txt
 		}
 		out.Items = append(out.Items, m)
 	}
 	writeJSON(w, http.StatusOK, out)
-}
-
-// clipText cuts s to at most n bytes at a rune boundary.
-func clipText(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	s = s[:n]
-	for len(s) > 0 && !utf8.ValidString(s) {
-		s = s[:len(s)-1]
-	}
-	return s
 }
 
 // ListEntityEvents answers a page of the events an entity is the source
@@ -261,12 +235,7 @@ func (s *Server) ListEntityEvents(w http.ResponseWriter, r *http.Request, pType 
 		s.writeProblem(w, r, err)
 		return
 	}
-	limit, err := pageLimit(params.Limit, defaultPage, maxPage)
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	offset, err := pageCursor(params.Cursor)
+	limit, offset, err := pageParams(params.Limit, params.Cursor, defaultPage, maxPage)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"strings"
 	"syscall"
-	"unicode/utf8"
 
 	"github.com/hir-ads/hir/api"
 	"github.com/hir-ads/hir/eventlog"
@@ -275,11 +274,7 @@ func clipDetail(d string) string {
 	}
 	d = strings.Join(toks, " ")
 	if len(d) > maxDetailBytes {
-		n := maxDetailBytes
-		for n > 0 && !utf8.RuneStart(d[n]) {
-			n--
-		}
-		d = d[:n] + "…"
+		d = cutAtRune(d, maxDetailBytes) + "…"
 	}
 	return d
 }
