@@ -28,37 +28,11 @@ if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
 	echo "SKIP ui-test: node and npm are not installed (the explorer page was not tested)"
 	exit 0
 fi
-export GOMLX_BACKEND="${GOMLX_BACKEND:-go}" GOMLX_NO_AUTO_INSTALL=1
 artifacts=${HIR_UI_ARTIFACTS:-$PWD/out/ui-test}
 mkdir -p "$artifacts"
 
-tmp=$(mktemp -d)
-pid=
-cleanup() {
-	if [[ -n $pid ]]; then kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null || true; fi
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-go build -o "$tmp/hir" ./cmd/hir
-"$tmp/hir" synth --out "$tmp/world" --users 80 --ads 120 --coarse 2 --mid 4 --fine 8 --events-per-user 40 --seed 3 >/dev/null
-"$tmp/hir" import --format jsonl --src "$tmp/world" --data "$tmp/data" >/dev/null
-"$tmp/hir" train --data "$tmp/data" --steps 20 --pairs 8 >/dev/null 2>"$tmp/train.log" || { cat "$tmp/train.log" >&2; exit 1; }
-
-key="ui-test-$RANDOM$RANDOM$RANDOM"
-"$tmp/hir" serve --data "$tmp/data" --addr 127.0.0.1:0 --api-key "$key" --read-auth --train-steps 6 2>"$tmp/serve.log" &
-pid=$!
-url=
-for _ in $(seq 600); do
-	addr=$(sed -n 's/.*msg=serving .*addr=\([0-9.:]*\).*/\1/p' "$tmp/serve.log" | head -1)
-	if [[ -n $addr ]] && curl -sf "http://$addr/readyz" >/dev/null 2>&1; then
-		url="http://$addr"
-		break
-	fi
-	kill -0 "$pid" 2>/dev/null || { cat "$tmp/serve.log" >&2; echo "ui-test: hir serve exited" >&2; exit 1; }
-	sleep 0.2
-done
-[[ -n $url ]] || { cat "$tmp/serve.log" >&2; echo "ui-test: hir serve not ready within 120 s" >&2; exit 1; }
+source scripts/lib/tiny-server.sh
+tiny_server ui-test 20 --read-auth
 
 cd clients/typescript
 if [[ ! node_modules/.package-lock.json -nt package-lock.json ]]; then

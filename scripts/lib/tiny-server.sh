@@ -1,0 +1,39 @@
+# Sourced by the tests that need a live `hir serve` (ts-client-test.sh, ui-test.sh).
+#
+#   tiny_server NAME STEPS [hir serve flags...]
+#
+# builds hir into a temporary directory ($tmp, removed on exit with the server stopped), synthesises,
+# imports and trains (STEPS steps) a small world in seconds, serves it on a free loopback port with a
+# fresh API key and the extra flags, and waits until it is ready. It sets url and key; NAME prefixes
+# its messages.
+tiny_server() {
+	local name=$1 steps=$2
+	shift 2
+	export GOMLX_BACKEND="${GOMLX_BACKEND:-go}" GOMLX_NO_AUTO_INSTALL=1
+	tmp=$(mktemp -d)
+	pid=
+	trap 'if [[ -n $pid ]]; then kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null || true; fi; rm -rf "$tmp"' EXIT
+
+	go build -o "$tmp/hir" ./cmd/hir
+	"$tmp/hir" synth --out "$tmp/world" --users 80 --ads 120 --coarse 2 --mid 4 --fine 8 --events-per-user 40 --seed 3 >/dev/null
+	"$tmp/hir" import --format jsonl --src "$tmp/world" --data "$tmp/data" >/dev/null
+	"$tmp/hir" train --data "$tmp/data" --steps "$steps" --pairs 8 >/dev/null 2>"$tmp/train.log" || { cat "$tmp/train.log" >&2; exit 1; }
+
+	key="$name-$RANDOM$RANDOM$RANDOM"
+	"$tmp/hir" serve --data "$tmp/data" --addr 127.0.0.1:0 --api-key "$key" --train-steps 6 "$@" 2>"$tmp/serve.log" &
+	pid=$!
+	url=
+	local addr
+	for _ in $(seq 600); do
+		addr=$(sed -n 's/.*msg=serving .*addr=\([0-9.:]*\).*/\1/p' "$tmp/serve.log" | head -1)
+		if [[ -n $addr ]] && curl -sf "http://$addr/readyz" >/dev/null 2>&1; then
+			url="http://$addr"
+			return
+		fi
+		kill -0 "$pid" 2>/dev/null || { cat "$tmp/serve.log" >&2; echo "$name: hir serve exited" >&2; exit 1; }
+		sleep 0.2
+	done
+	cat "$tmp/serve.log" >&2
+	echo "$name: hir serve not ready within 120 s" >&2
+	exit 1
+}
