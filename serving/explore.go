@@ -49,7 +49,7 @@ type explorerCache struct {
 }
 
 // pageParams validates the optional limit (default def, at most max) and
-// cursor parameters of a paged list.
+// cursor parameters of a paged or sampled list.
 func pageParams(limit *int, cursor *string, def, max int) (int, uint64, error) {
 	n := def
 	if limit != nil {
@@ -328,13 +328,10 @@ func coarseToken(q *index.Quantizer, vec []float32) (index.Token, bool) {
 // GetMap answers an evenly spaced sample of the served ads projected on the
 // first two principal components of their embeddings.
 func (s *Server) GetMap(w http.ResponseWriter, r *http.Request, params api.GetMapParams) {
-	limit := defaultMapPoints
-	if params.Limit != nil {
-		if *params.Limit < 1 || *params.Limit > maxMapPoints {
-			s.writeProblem(w, r, badRequestf("limit: %d is out of range 1..%d", *params.Limit, maxMapPoints))
-			return
-		}
-		limit = *params.Limit
+	limit, _, err := pageParams(params.Limit, nil, defaultMapPoints, maxMapPoints)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
 	}
 	cur := s.engine.Current()
 	if cur == nil {
