@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"time"
 )
 
 // VirtualIdx is the Idx of the anchor token of a subgraph sampled by
@@ -63,6 +64,9 @@ type SamplerOptions struct {
 	// first with importance draws (in hop order); walk-visited nodes, by
 	// visit count, fill the rest, then any remaining importance draws.
 	ImportanceShare float64
+	// ActivityHalfLife is the half-life of the recent-activity count of
+	// every token (Subgraph.Activity). Zero selects 14 days.
+	ActivityHalfLife time.Duration
 }
 
 // DefaultSamplerOptions returns the options NewSampler applies to a zero
@@ -136,6 +140,9 @@ func (o *SamplerOptions) applyDefaults() {
 	}
 	if o.ImportanceShare <= 0 || o.ImportanceShare > 1 || math.IsNaN(o.ImportanceShare) {
 		o.ImportanceShare = 0.5
+	}
+	if o.ActivityHalfLife <= 0 {
+		o.ActivityHalfLife = DefaultActivityHalfLife
 	}
 }
 
@@ -309,6 +316,15 @@ func (sm *Sampler) sample(anchor NodeID, ctx []Edge, virtual bool, asOf int64, v
 		g.EdgeWeight[t] = c.w
 		g.TimeBucket[t] = TimeBucket(asOf - c.ts)
 	}
+	for t := range g.Len {
+		var recent, total float64
+		if t == 0 && virtual {
+			recent, total = sm.ctxActivity(st.ctx, asOf)
+		} else {
+			recent, total = sm.activity(g.Nodes[t], asOf)
+		}
+		g.Activity[2*t], g.Activity[2*t+1] = float32(math.Log1p(recent)), float32(math.Log1p(total))
+	}
 	if vo.FeatureDropout > 0 {
 		for t := 1; t < g.Len; t++ {
 			g.DropFeat[t] = rng.Float64() < vo.FeatureDropout
@@ -343,8 +359,45 @@ func newSubgraph(anchor NodeID, asOf int64, view View, n int) *Subgraph {
 		WalkFreq:   make([]float32, n),
 		DropFeat:   make([]bool, n),
 		SPD:        make([]uint8, n*n),
+		Activity:   make([]float32, 2*n),
 	}
 	return g
+}
+
+// DefaultActivityHalfLife is the default SamplerOptions.ActivityHalfLife:
+// the half-life of the service's engagement prior.
+const DefaultActivityHalfLife = 14 * 24 * time.Hour
+
+// activityScan bounds the edges of one node that the activity counts scan
+// (the newest ones); older edges add to the total only.
+const activityScan = 1024
+
+// activityWeight is a positive engagement's weight in the recent count.
+func (sm *Sampler) activityWeight(t EdgeType, ageMS int64) float64 {
+	if !t.IsPositive() {
+		return 0
+	}
+	return math.Exp2(-float64(max(ageMS, 0)) / float64(sm.opts.ActivityHalfLife.Milliseconds()))
+}
+
+// activity returns the stored node id's engagement counts as of asOf: its
+// positive engagement edges (either direction) weighted 2^(-age/half-life),
+// of the newest activityScan edges, and the number of its visible edges of
+// every kind.
+func (sm *Sampler) activity(id NodeID, asOf int64) (recent, total float64) {
+	l := sm.s.visible(id, asOf)
+	for _, r := range l[max(0, len(l)-activityScan):] {
+		recent += sm.activityWeight(r.edgeType(), asOf-r.ts())
+	}
+	return recent, float64(len(l))
+}
+
+// ctxActivity is activity for a virtual anchor known by its context edges.
+func (sm *Sampler) ctxActivity(ctx []Edge, asOf int64) (recent, total float64) {
+	for _, e := range ctx[:min(len(ctx), activityScan)] {
+		recent += sm.activityWeight(e.Type, asOf-e.TS)
+	}
+	return recent, float64(len(ctx))
 }
 
 // neighbours returns the scored neighbour list of cand ci, fetching it once.

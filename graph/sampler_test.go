@@ -4,7 +4,9 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"testing"
+	"time"
 
 	gocmp "github.com/google/go-cmp/cmp"
 )
@@ -430,5 +432,68 @@ func TestTimeBucket(t *testing.T) {
 		if got := TimeBucket(tc.delta); got != tc.want {
 			t.Errorf("TimeBucket(%d) = %d, want %d", tc.delta, got, tc.want)
 		}
+	}
+}
+
+func TestActivity(t *testing.T) {
+	const day = int64(24 * 3600 * 1000)
+	s := NewStore(Options{})
+	ad := Ref{Type: NodeAd, ID: "a"}
+	user := func(i int) Ref { return Ref{Type: NodeUser, ID: "u" + strconv.Itoa(i)} }
+	add := func(ev Event) {
+		t.Helper()
+		if _, err := s.AddEvent(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add(Event{Src: ad, Dst: Ref{Type: NodeCampaign, ID: "c"}, Type: EdgeInCampaign, TS: 1, Weight: 1})
+	// Clicks at days 0, 14 and 28, an impression and a not_interested at
+	// day 28 (edges, not engagements), and a click after every asOf below.
+	add(Event{Src: user(0), Dst: ad, Type: EdgeClick, TS: 0 * day, Weight: 1})
+	add(Event{Src: user(1), Dst: ad, Type: EdgeClick, TS: 14 * day, Weight: 1})
+	add(Event{Src: user(2), Dst: ad, Type: EdgePurchase, TS: 28 * day, Weight: 1})
+	add(Event{Src: user(3), Dst: ad, Type: EdgeImpression, TS: 28 * day, Weight: 1})
+	add(Event{Src: user(4), Dst: ad, Type: EdgeNotInterested, TS: 28 * day, Weight: 1})
+	add(Event{Src: user(5), Dst: ad, Type: EdgeClick, TS: 100 * day, Weight: 1})
+	adID, _ := s.Lookup(ad)
+	u2, _ := s.Lookup(user(2))
+
+	tests := []struct {
+		name          string
+		sample        func(sm *Sampler) *Subgraph
+		halfLife      time.Duration
+		recent, total float64 // of the anchor, before log1p
+	}{
+		{"ad at day 28, default half-life 14 days", func(sm *Sampler) *Subgraph { return sm.Sample(adID, 28*day, ViewTeacher, 1) }, 0, 1 + 0.5 + 0.25, 6},
+		{"ad at day 14: later edges invisible", func(sm *Sampler) *Subgraph { return sm.Sample(adID, 14*day, ViewTeacher, 1) }, 0, 1 + 0.5, 3},
+		{"half-life 28 days", func(sm *Sampler) *Subgraph { return sm.Sample(adID, 28*day, ViewTeacher, 1) }, 28 * 24 * time.Hour, 1 + math.Sqrt(0.5) + 0.5, 6},
+		{"user: its own engagement", func(sm *Sampler) *Subgraph { return sm.Sample(u2, 42*day, ViewTeacher, 1) }, 0, 0.5, 1},
+		{"virtual user: its context edges only", func(sm *Sampler) *Subgraph {
+			ctx := []Edge{{Nbr: adID, Type: EdgeClick, Out: true, TS: 27 * day, Weight: 1}, {Nbr: adID, Type: EdgeImpression, Out: true, TS: 28 * day, Weight: 1}}
+			return sm.SampleVirtual(NodeUser, ctx, 41*day, ViewTeacher, 1)
+		}, 0, 0.5, 2},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			sm := NewSampler(s, SamplerOptions{ActivityHalfLife: tc.halfLife})
+			g := tc.sample(sm)
+			if len(g.Activity) != 2*g.N {
+				t.Fatalf("len(Activity) = %d, want %d", len(g.Activity), 2*g.N)
+			}
+			got := [2]float64{math.Expm1(float64(g.Activity[0])), math.Expm1(float64(g.Activity[1]))}
+			if math.Abs(got[0]-tc.recent) > 1e-4 || math.Abs(got[1]-tc.total) > 1e-4 {
+				t.Errorf("anchor activity (recent, total) = %.5f, %.5f; want %.5f, %.5f", got[0], got[1], tc.recent, tc.total)
+			}
+			for i := g.Len; i < g.N; i++ {
+				if g.Activity[2*i] != 0 || g.Activity[2*i+1] != 0 {
+					t.Fatalf("padding token %d has activity %v", i, g.Activity[2*i:2*i+2])
+				}
+			}
+			for i := 1; i < g.Len; i++ {
+				if g.Activity[2*i+1] <= 0 {
+					t.Errorf("token %d (%v) has no edges counted", i, g.Nodes[i])
+				}
+			}
+		})
 	}
 }

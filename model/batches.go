@@ -104,6 +104,12 @@ func (tr *trainer) buildStep(step int, evs []event, asOf int64, salt uint64) *st
 			key[i] = nodeKey(ev.dst)
 		}
 		sb.inputs = append(sb.inputs, tensors.FromFlatDataAndDimensions(logq, P), tensors.FromFlatDataAndDimensions(key, P))
+	} else if tr.cfg.LogQ > 0 {
+		logq := make([]float32, 2*P)
+		for i, a := range anchors[P:] {
+			logq[i] = tr.logCandidate(a)
+		}
+		sb.inputs = append(sb.inputs, tensors.FromFlatDataAndDimensions(logq, 2*P))
 	}
 	sb.labels, sb.weights = label, pw
 	return sb
@@ -189,6 +195,15 @@ func (tr *trainer) loader(ctx gocontext.Context, from, to int) (next func() *ste
 			close(done)
 			wg.Wait()
 		}
+}
+
+// logCandidate is the log of id's expected share of the 2P candidates of
+// the in-batch alignment loss: P destinations drawn by popularity and P
+// nodes of a destination's type drawn uniformly.
+func (tr *trainer) logCandidate(id graph.NodeID) float32 {
+	pop := float64(tr.dstCount[id]) / float64(max(len(tr.train), 1))
+	uni := 1 / float64(max(tr.store.NumNodes(id.Type), 1))
+	return float32(math.Log(pop + uni))
 }
 
 // nodeKey is an int32 identity of a node for in-graph comparisons.

@@ -41,6 +41,12 @@ type Config struct {
 	// (the default): no table (a checkpoint written before the table
 	// existed loads so). 1<<14 rows were measured (docs/evaluation.md).
 	IDRows int `json:"id_rows"`
+	// Activity, when positive, adds every token's recent and total
+	// engagement counts as of the subgraph's time (graph.Subgraph.Activity)
+	// to its features: what makes popularity and recency visible to the
+	// embedding. Negative: not used (a checkpoint written before the
+	// feature existed loads so). Zero selects the default, 1.
+	Activity int `json:"activity"`
 
 	// Prototypes are the number of interest primitives per level, coarse to fine.
 	Prototypes []int `json:"prototypes"`
@@ -64,7 +70,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		Dim: 64, Heads: 4, Layers: 2, FFNDim: 128, EmbedDim: 64,
-		HashK: 16, HashDim: 64, IDRows: -1,
+		HashK: 16, HashDim: 64, IDRows: -1, Activity: 1,
 		TextBkts: 1 << 14, TextLen: 24, AttrBkts: 1 << 10, AttrLen: 8, VectorDim: 32,
 		Prototypes:    []int{16, 64, 256},
 		StudentTemp:   0.1,
@@ -96,6 +102,7 @@ func (c Config) WithDefaults() Config {
 	setInt(&c.AttrLen, d.AttrLen)
 	setInt(&c.VectorDim, d.VectorDim)
 	setInt(&c.IDRows, d.IDRows)
+	setInt(&c.Activity, d.Activity)
 	setInt(&c.SinkhornIters, d.SinkhornIters)
 	if len(c.Prototypes) == 0 {
 		c.Prototypes = d.Prototypes

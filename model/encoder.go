@@ -26,14 +26,14 @@ const (
 type encoderInputs struct {
 	nodeType, hash, text, textMask, attr, attrMask, vec *G.Node
 	hop, edgeType, timeBucket, weight, walk, mask       *G.Node
-	spd, typePair, idRows                               *G.Node
+	spd, typePair, idRows, activity                     *G.Node
 }
 
 func splitInputs(in []*G.Node) encoderInputs {
 	if len(in) != numBatchInputs {
 		panic(fmt.Sprintf("model: encoder wants %d inputs, got %d", numBatchInputs, len(in)))
 	}
-	return encoderInputs{in[0], in[1], in[2], in[3], in[4], in[5], in[6], in[7], in[8], in[9], in[10], in[11], in[12], in[13], in[14], in[15]}
+	return encoderInputs{in[0], in[1], in[2], in[3], in[4], in[5], in[6], in[7], in[8], in[9], in[10], in[11], in[12], in[13], in[14], in[15], in[16]}
 }
 
 // gatherRows gathers rows of table [V, D] for integer indices of any shape,
@@ -103,6 +103,12 @@ func encode(ctx *context.Context, c Config, inputs []*G.Node) *G.Node {
 	x = G.Add(x, gatherRows(tbl("edge_type", graph.NumEdgeTypes, D), in.edgeType))
 	x = G.Add(x, gatherRows(tbl("time_bucket", graph.NumTimeBuckets, D), in.timeBucket))
 	x = G.Add(x, dense(ctx, "edge_weight", G.InsertAxes(in.weight, -1), false, D))
+	// Activity: the node's recent and total engagement counts as of the
+	// subgraph's time (graph.Subgraph.Activity), through a small MLP.
+	if c.Activity > 0 {
+		a := activations.Gelu(dense(ctx, "activity_1", in.activity, true, activityHidden))
+		x = G.Add(x, dense(ctx, "activity_2", a, false, D))
+	}
 	x = G.Mul(x, G.InsertAxes(maskF, -1)) // padding tokens carry zeros
 
 	// Structural attention biases, gathered from small tables: [B,H,N,N].
@@ -128,6 +134,9 @@ func encode(ctx *context.Context, c Config, inputs []*G.Node) *G.Node {
 	e := dense(ctx, "project", anchor, true, c.EmbedDim)
 	return G.L2Normalize(e, -1)
 }
+
+// activityHidden is the hidden width of the activity MLP.
+const activityHidden = 16
 
 // contentInitStddev is the initial scale of the content bucket embeddings.
 const contentInitStddev = 2.0

@@ -112,7 +112,14 @@ func engagementLogits(ctx *context.Context, c Config, emb, src, dst, etype, tbuc
 // user next to the ads of its interests. label [3P] holds each event's label
 // in its first P entries; explicit negatives (label 0) are left out, so they
 // never pull together.
-func alignLoss(emb, label *G.Node, P int, temp float64) *G.Node {
+//
+// logq, when not nil, is [2P]: the log of each candidate's expected share
+// of the candidates (destinations are drawn by popularity, random nodes
+// uniformly), subtracted from its logit. The sampled softmax then estimates
+// the softmax over the whole catalogue, so the dot product keeps what makes
+// an ad likely for everyone (its popularity, through the activity
+// features) instead of only what sets it apart for this user.
+func alignLoss(emb, label, logq *G.Node, P int, temp float64) *G.Node {
 	g := emb.Graph()
 	nc := emb.Shape().Dimensions[0] - P
 	srcIdx := G.Iota(g, shapes.Make(dtypes.Int32, P), 0)
@@ -121,7 +128,11 @@ func alignLoss(emb, label *G.Node, P int, temp float64) *G.Node {
 	cs := gatherRows(emb, candIdx)                         // [nc,E]: destinations, then random nodes if any
 	ds := gatherRows(emb, G.AddScalar(srcIdx, float64(P))) // [P,E]
 	posW := G.Reshape(gatherRows(G.Reshape(label, -1, 1), srcIdx), -1)
-	fwd := G.LogSoftmax(G.DivScalar(G.Einsum("pe,qe->pq", us, cs), temp), -1)
+	fl := G.DivScalar(G.Einsum("pe,qe->pq", us, cs), temp)
+	if logq != nil {
+		fl = G.Sub(fl, G.InsertAxes(logq, 0))
+	}
+	fwd := G.LogSoftmax(fl, -1)
 	bwd := G.LogSoftmax(G.DivScalar(G.Einsum("pe,qe->pq", ds, us), temp), -1)
 	return G.Add(softCE(G.OneHot(srcIdx, nc, dtypes.Float32), fwd, posW),
 		softCE(G.OneHot(srcIdx, P, dtypes.Float32), bwd, posW))
@@ -204,7 +215,7 @@ func retrievalLoss(ctx *context.Context, c Config, q int, emb, label, logq, key 
 // the sources' teacher embeddings against the destinations' student ones.
 // A student view is often the anchor alone (graph.ViewOptions.AnchorOnly),
 // so this places a user or ad that has no edges yet from its content.
-func coldAlignLoss(teacher, student, label *G.Node, P int, temp float64) *G.Node {
+func coldAlignLoss(teacher, student, label, logq *G.Node, P int, temp float64) *G.Node {
 	g := teacher.Graph()
 	A := teacher.Shape().Dimensions[0]
 	// mix takes the student rows where sel is 1 (a constant [A,1] mask;
@@ -220,7 +231,7 @@ func coldAlignLoss(teacher, student, label *G.Node, P int, temp float64) *G.Node
 		m = G.Reshape(m, A, 1)
 		return G.Add(G.Mul(student, m), G.Mul(teacher, G.OneMinus(m)))
 	}
-	return G.MulScalar(G.Add(alignLoss(mix(true), label, P, temp), alignLoss(mix(false), label, P, temp)), 0.5)
+	return G.MulScalar(G.Add(alignLoss(mix(true), label, logq, P, temp), alignLoss(mix(false), label, logq, P, temp)), 0.5)
 }
 
 // stepOutputs indexes the outputs of the loss graph.
@@ -239,10 +250,11 @@ const (
 // label and weight [3P] float32 (three scored pairs per event) and rowWeight
 // [A] float32 (0 for bucket padding rows); with queue > 0 (the size of the
 // queue of earlier destinations, see retrievalLoss) also the destinations'
-// log sampling probabilities [P] float32 and node keys [P] int32. With
+// log sampling probabilities [P] float32 and node keys [P] int32; with queue
+// 0 and logQ set, the candidates' log shares [2P] float32 (see alignLoss). With
 // train set (the training step, not evaluation) it also updates the
 // prototypes when c.ProtoMomentum > 0, and the queue.
-func lossGraph(ctx *context.Context, c Config, w LossWeights, queue int, in []*G.Node, train bool) (total *G.Node, outs []*G.Node) {
+func lossGraph(ctx *context.Context, c Config, w LossWeights, queue int, logQ bool, in []*G.Node, train bool) (total *G.Node, outs []*G.Node) {
 	teacher := encode(ctx, c, in[:numBatchInputs])
 	student := encode(ctx, c, in[numBatchInputs:2*numBatchInputs])
 	p := in[2*numBatchInputs:]
@@ -277,14 +289,17 @@ func lossGraph(ctx *context.Context, c Config, w LossWeights, queue int, in []*G
 	}
 	total = G.Add(total, G.MulScalar(hier, w.Hierarchy))
 
-	var align *G.Node
+	var align, logq *G.Node
+	if queue == 0 && logQ {
+		logq = p[7]
+	}
 	if queue > 0 {
 		align = retrievalLoss(ctx, c, queue, teacher, label, p[7], p[8], c.AlignTemp, train)
 	} else {
-		align = alignLoss(teacher, label, P, c.AlignTemp)
+		align = alignLoss(teacher, label, logq, P, c.AlignTemp)
 	}
 	total = G.Add(total, G.MulScalar(align, w.Align))
-	cold := coldAlignLoss(teacher, student, label, P, c.AlignTemp)
+	cold := coldAlignLoss(teacher, student, label, logq, P, c.AlignTemp)
 	total = G.Add(total, G.MulScalar(cold, w.ColdAlign))
 
 	logits := engagementLogits(ctx, c, teacher, src, dst, etype, tbucket)

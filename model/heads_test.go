@@ -57,7 +57,7 @@ func TestAlignLoss(t *testing.T) {
 	onlyFirst := make([]float32, 3*P)
 	onlyFirst[0] = 1
 	chance := math.Log(2*P) + math.Log(P)
-	exec := G.MustNewExec(be, func(emb, label *G.Node) *G.Node { return alignLoss(emb, label, P, 0.1) })
+	exec := G.MustNewExec(be, func(emb, label *G.Node) *G.Node { return alignLoss(emb, label, nil, P, 0.1) })
 	loss := func(flat, label []float32) float64 {
 		out := exec.MustExec(tensors.FromFlatDataAndDimensions(flat, 3*P, E), tensors.FromFlatDataAndDimensions(label, 3*P))
 		return float64(out[0].Value().(float32))
@@ -95,7 +95,7 @@ func TestAlignLoss(t *testing.T) {
 	// unrelated to the teacher's (every row random) is at chance level
 	// both ways, even when the teacher views are matched.
 	cold := G.MustNewExec(be, func(teacher, student, label *G.Node) *G.Node {
-		return coldAlignLoss(teacher, student, label, P, 0.1)
+		return coldAlignLoss(teacher, student, label, nil, P, 0.1)
 	})
 	coldLoss := func(teacher, student []float32) float64 {
 		out := cold.MustExec(tensors.FromFlatDataAndDimensions(teacher, 3*P, E), tensors.FromFlatDataAndDimensions(student, 3*P, E),
@@ -155,4 +155,95 @@ func TestUpdatePrototypes(t *testing.T) {
 			t.Fatalf("prototypes after the update = %v, want %v", got, want)
 		}
 	}
+}
+
+// TestAlignLossLogQ checks the sampled-softmax correction against a direct
+// computation: each candidate's logit is lowered by its log share, and a
+// popular candidate so corrected no longer wins by being sampled often.
+func TestAlignLossLogQ(t *testing.T) {
+	be, err := Backend()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const P, E, temp = 4, 8, 0.1
+	rng := rand.New(rand.NewPCG(5, 6))
+	emb := make([]float32, 3*P*E)
+	for r := range 3 * P {
+		var n float64
+		for i := range E {
+			v := rng.NormFloat64()
+			emb[r*E+i] = float32(v)
+			n += v * v
+		}
+		for i := range E {
+			emb[r*E+i] /= float32(math.Sqrt(n))
+		}
+	}
+	label := make([]float32, 3*P)
+	for i := range P {
+		label[i] = 1
+	}
+	dot := func(a, b int) float64 {
+		var s float64
+		for i := range E {
+			s += float64(emb[a*E+i]) * float64(emb[b*E+i])
+		}
+		return s
+	}
+	// naive is the mean over events of -log softmax(fwd)[own] - log softmax(bwd)[own].
+	naive := func(logq []float32) float64 {
+		var total float64
+		for p := range P {
+			fwd := make([]float64, 2*P)
+			for q := range 2 * P {
+				fwd[q] = dot(p, P+q) / temp
+				if logq != nil {
+					fwd[q] -= float64(logq[q])
+				}
+			}
+			bwd := make([]float64, P)
+			for q := range P {
+				bwd[q] = dot(P+p, q) / temp
+			}
+			total += logSumExp(fwd) - fwd[p] + logSumExp(bwd) - bwd[p]
+		}
+		return total / P
+	}
+	exec := G.MustNewExec(be, func(emb, label, logq *G.Node) *G.Node { return alignLoss(emb, label, logq, P, temp) })
+	plain := G.MustNewExec(be, func(emb, label *G.Node) *G.Node { return alignLoss(emb, label, nil, P, temp) })
+	tests := []struct {
+		name string
+		logq []float32
+	}{
+		{"no correction", nil},
+		{"uniform shares: same as none", []float32{-2, -2, -2, -2, -2, -2, -2, -2}},
+		{"popular destinations", []float32{-0.5, -1, -3, -6, -7, -7, -7, -7}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var out []*tensors.Tensor
+			in := []any{tensors.FromFlatDataAndDimensions(emb, 3*P, E), tensors.FromFlatDataAndDimensions(label, 3*P)}
+			if tc.logq == nil {
+				out = plain.MustExec(in...)
+			} else {
+				out = exec.MustExec(append(in, tensors.FromFlatDataAndDimensions(tc.logq, 2*P))...)
+			}
+			got, want := float64(out[0].Value().(float32)), naive(tc.logq)
+			if math.Abs(got-want) > 1e-3 {
+				t.Errorf("alignLoss = %.5f, want %.5f", got, want)
+			}
+		})
+	}
+}
+
+func logSumExp(x []float64) float64 {
+	m := math.Inf(-1)
+	for _, v := range x {
+		m = max(m, v)
+	}
+	var s float64
+	for _, v := range x {
+		s += math.Exp(v - m)
+	}
+	return m + math.Log(s)
 }

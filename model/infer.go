@@ -45,7 +45,8 @@ func Load(dir string) (*Model, error) {
 		return nil, fmt.Errorf("load model: %w", err)
 	}
 	m := &Model{}
-	m.cfg.Model.IDRows = -1 // kept when config.json predates the per-id table
+	m.cfg.Model.IDRows = -1   // kept when config.json predates the per-id table
+	m.cfg.Model.Activity = -1 // kept when config.json predates the activity feature
 	if err := readJSON(filepath.Join(dir, FileConfig), &m.cfg); err != nil {
 		return nil, fmt.Errorf("load model: %w", err)
 	}

@@ -149,11 +149,12 @@ func TestSnapshotsAndOldConfig(t *testing.T) {
 	if err := readJSON(filepath.Join(dir, modelsDir, "v1", FileMetrics), &m); err != nil || m.GlobalStep != 2 {
 		t.Errorf("snapshot v1: global step %d (%v), want 2", m.GlobalStep, err)
 	}
-	// An old config: no id_rows key. The model trained without the table
-	// (IDRows -1) stands in for an old one.
+	// An old config: no id_rows and no activity key. The model trained
+	// without the table and the activity features stands in for an old one.
 	cfg.SnapshotEvery = 0
 	cfg.Negatives = 0
 	cfg.Model.IDRows = -1
+	cfg.Model.Activity = -1
 	old, err := Train(gocontext.Background(), w.store, cfg, t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -175,9 +176,13 @@ func TestSnapshotsAndOldConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stripped := strings.NewReplacer(`"id_rows": -1,`, "", `"id_rows":-1,`, "").Replace(string(cc))
-	if stripped == string(cc) {
-		t.Fatalf("config.json has no id_rows to strip: %s", cc)
+	stripped := string(cc)
+	for _, key := range []string{"id_rows", "activity"} {
+		s := strings.NewReplacer(`"`+key+`": -1,`, "", `"`+key+`":-1,`, "").Replace(stripped)
+		if s == stripped {
+			t.Fatalf("config.json has no %s to strip: %s", key, cc)
+		}
+		stripped = s
 	}
 	if err := os.WriteFile(filepath.Join(old.Dir, FileConfig), []byte(stripped), 0o644); err != nil {
 		t.Fatal(err)
@@ -189,7 +194,7 @@ func TestSnapshotsAndOldConfig(t *testing.T) {
 	after := embed()
 	for i := range before {
 		if !slices.Equal(before[i], after[i]) {
-			t.Errorf("embedding %d changed when config.json lost id_rows: %v, want %v", i, after[i][:3], before[i][:3])
+			t.Errorf("embedding %d changed when config.json lost id_rows and activity: %v, want %v", i, after[i][:3], before[i][:3])
 		}
 	}
 }

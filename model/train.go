@@ -38,9 +38,9 @@ type TrainConfig struct {
 	Sampler graph.SamplerOptions `json:"sampler"`
 	Loss    LossWeights          `json:"loss"`
 
-	Steps        int     `json:"steps"`         // optimisation steps of this run (default 300)
+	Steps        int     `json:"steps"`         // optimisation steps of this run (default DefaultSteps)
 	Pairs        int     `json:"pairs"`         // engagement events per step; anchors per step = 3*Pairs (default 64)
-	LearningRate float64 `json:"learning_rate"` // AdamW (default 2e-3)
+	LearningRate float64 `json:"learning_rate"` // AdamW (default 5e-3)
 	WeightDecay  float64 `json:"weight_decay"`  // AdamW (default 1e-4)
 	Seed         uint64  `json:"seed"`          // everything random derives from it (default 1)
 	ValFraction  float64 `json:"val_fraction"`  // last fraction of the events (by time) held out (default 0.1)
@@ -55,8 +55,12 @@ type TrainConfig struct {
 	// 0 or negative (the default): no queue; random nodes and the plain
 	// in-batch alignment loss. 1024 was measured (docs/evaluation.md).
 	Negatives int `json:"negatives"`
-	Workers   int `json:"workers"` // sampler goroutines (default 2)
-	Queue     int `json:"queue"`   // batches prepared ahead (default 4)
+	// LogQ, when positive (the default, 1), corrects the in-batch
+	// alignment losses for how their candidates were sampled (see
+	// alignLoss), so that embeddings keep popularity; negative: uncorrected.
+	LogQ    int `json:"logq"`
+	Workers int `json:"workers"` // sampler goroutines (default 2)
+	Queue   int `json:"queue"`   // batches prepared ahead (default 4)
 	// SnapshotEvery, when > 0, also writes a version every that many steps
 	// before the last (for quality-against-training-time curves).
 	SnapshotEvery int  `json:"snapshot_every,omitempty"`
@@ -79,7 +83,7 @@ func (c TrainConfig) WithDefaults() TrainConfig {
 			*p = v
 		}
 	}
-	set(&c.Steps, 300)
+	set(&c.Steps, DefaultSteps)
 	set(&c.Pairs, 64)
 	set(&c.BlockSteps, 16)
 	set(&c.ValPairs, 4*c.Pairs)
@@ -87,11 +91,17 @@ func (c TrainConfig) WithDefaults() TrainConfig {
 	set(&c.LogEvery, 10)
 	set(&c.Workers, 2)
 	set(&c.Queue, 4)
+	if c.LogQ == 0 {
+		c.LogQ = 1
+	}
 	if c.Negatives > 0 {
 		c.Negatives = max(c.Negatives, c.Pairs) // a step pushes Pairs rows
 	}
 	if c.LearningRate <= 0 {
-		c.LearningRate = 2e-3
+		c.LearningRate = 5e-3
+	}
+	if c.Sampler.Teacher.MaxNodes <= 0 {
+		c.Sampler.Teacher.MaxNodes = defaultTeacherNodes
 	}
 	if c.WeightDecay < 0 {
 		c.WeightDecay = 0
@@ -105,13 +115,24 @@ func (c TrainConfig) WithDefaults() TrainConfig {
 		c.ValFraction = 0.1
 	}
 	if c.Loss == (LossWeights{}) {
-		c.Loss = LossWeights{Distill: 1, Hierarchy: 0.5, Engagement: 1, Align: 1, ColdAlign: 0.5}
+		c.Loss = LossWeights{Distill: 1, Hierarchy: 0.5, Engagement: 1, Align: 2, ColdAlign: 2}
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	return c
 }
+
+// DefaultSteps is the default length of a training run: on MovieLens-100K
+// and on a 5k-user / 10k-ad synthetic world it takes about 3 minutes on 2
+// cores (docs/evaluation.md, "Training cost").
+const DefaultSteps = 180
+
+// defaultTeacherNodes is the teacher view's default subgraph size in
+// training (the sampler's own default is 32): half the tokens for about
+// 1.5x the steps per second, at equal quality per step on the validation
+// windows (docs/evaluation.md).
+const defaultTeacherNodes = 16
 
 // trainer holds the state of one training run.
 type trainer struct {
@@ -170,12 +191,14 @@ func Train(ctx gocontext.Context, store *graph.Store, cfg TrainConfig, dataDir s
 			return nil, fmt.Errorf("resume: %w", err)
 		}
 		var cc CheckpointConfig
-		cc.Model.IDRows = -1 // kept when config.json predates the per-id table
+		cc.Model.IDRows = -1   // kept when config.json predates the per-id table
+		cc.Model.Activity = -1 // kept when config.json predates the activity feature
 		if err := readJSON(filepath.Join(dir, FileConfig), &cc); err != nil {
 			return nil, fmt.Errorf("resume: %w", err)
 		}
 		if !slices.Equal(cc.Model.Prototypes, cfg.Model.Prototypes) || cc.Model.Dim != cfg.Model.Dim ||
-			cc.Model.EmbedDim != cfg.Model.EmbedDim || cc.Model.Layers != cfg.Model.Layers || cc.Model.IDRows != cfg.Model.IDRows {
+			cc.Model.EmbedDim != cfg.Model.EmbedDim || cc.Model.Layers != cfg.Model.Layers || cc.Model.IDRows != cfg.Model.IDRows ||
+			cc.Model.Activity != cfg.Model.Activity {
 			return nil, fmt.Errorf("resume from %s: %w: model config differs", dir, ErrBadConfig)
 		}
 		if err := loadVariables(mctx, filepath.Join(dir, FileWeights)); err != nil {
@@ -193,7 +216,7 @@ func Train(ctx gocontext.Context, store *graph.Store, cfg TrainConfig, dataDir s
 	opt := optimizers.Adam().LearningRate(cfg.LearningRate).WeightDecay(cfg.WeightDecay).Done()
 	mc, lw := cfg.Model, cfg.Loss
 	trainExec, err := context.NewExec(be, mctx, func(ctx *context.Context, in []*G.Node) []*G.Node {
-		total, outs := lossGraph(ctx, mc, lw, max(cfg.Negatives, 0), in, true)
+		total, outs := lossGraph(ctx, mc, lw, max(cfg.Negatives, 0), cfg.LogQ > 0, in, true)
 		opt.UpdateGraph(ctx, total.Graph(), total)
 		return outs
 	})
@@ -201,7 +224,7 @@ func Train(ctx gocontext.Context, store *graph.Store, cfg TrainConfig, dataDir s
 		return nil, fmt.Errorf("build train step: %w", err)
 	}
 	evalExec, err := context.NewExec(be, mctx, func(ctx *context.Context, in []*G.Node) []*G.Node {
-		_, outs := lossGraph(ctx, mc, lw, max(cfg.Negatives, 0), in, false)
+		_, outs := lossGraph(ctx, mc, lw, max(cfg.Negatives, 0), cfg.LogQ > 0, in, false)
 		return outs
 	})
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/hir-ads/hir/eval"
+	"github.com/hir-ads/hir/model"
 )
 
 // evalFlags are the parsed flags of `hir eval`.
@@ -44,12 +45,9 @@ func parseEvalFlags(e *env, args []string) (*evalFlags, error) {
 	methods := fs.String("methods", evalMethodsDefault(), "comma-separated methods: "+evalMethodsDefault()+" (ours = ours-dense and ours-tokens), or "+methodService+" (with --service; then the default)")
 	fs.StringVar(&f.jsonPath, "json", "", "write the JSON report here")
 	fs.StringVar(&f.mdPath, "md", "", "also write the Markdown table here")
-	fs.IntVar(&f.ours.Train.Steps, "steps", 300, "training steps of our model")
-	fs.IntVar(&f.ours.Train.Pairs, "pairs", 0, "engagement events per training step (0: model default)")
-	fs.Float64Var(&f.ours.Train.LearningRate, "lr", 0, "AdamW learning rate (0: model default)")
-	fs.IntVar(&f.ours.Train.Negatives, "negatives", 0, "size of the queue of earlier ad embeddings in the retrieval loss, which replaces the random negative anchors (0: none, the default)")
+	fs.IntVar(&f.ours.Train.Steps, "steps", model.DefaultSteps, "training steps of our model")
+	trainFlags(fs, &f.ours.Train)
 	fs.IntVar(&f.ours.Train.SnapshotEvery, "snapshot-every", 0, "also write a model version every N training steps (quality-against-time curves)")
-	fs.IntVar(&f.ours.Train.Model.IDRows, "id-rows", 0, "rows of the per-id hashed embedding table (0: model default, none)")
 	fs.Uint64Var(&f.ours.Train.Seed, "seed", 1, "random seed of our model")
 	fs.StringVar(&f.ours.Dir, "model-dir", "", "train into this data directory (kept); default a temporary one")
 	fs.StringVar(&f.ours.ModelDir, "model", "", "load this model instead of training (must be trained on nothing after the cut)")

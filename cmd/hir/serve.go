@@ -88,7 +88,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	})
 	fs.BoolVar(&cfg.readAuth, "read-auth", false, "require an API key on read endpoints too")
 	fs.DurationVar(&cfg.trainEvery, "train-every", 0, "run a background training round on this period (e.g. 1h); 0: only on POST /v1/model/train")
-	fs.IntVar(&cfg.train.Steps, "train-steps", 300, "optimisation steps of each background training round")
+	fs.IntVar(&cfg.train.Steps, "train-steps", model.DefaultSteps, "optimisation steps of each background training round")
 	fs.IntVar(&cfg.train.Pairs, "train-pairs", 0, "engagement events per training step (0: model default; small values train small worlds fast)")
 	fs.Uint64Var(&cfg.train.Seed, "seed", 1, "training seed")
 	fs.IntVar(&cfg.keepModels, "keep-models", defaultKeepModels, "model versions kept in DIR/models after each accepted training round, the serving one always (0: keep every version)")

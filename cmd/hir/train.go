@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 
 	"github.com/hir-ads/hir/model"
@@ -13,20 +14,11 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	data := fs.String("data", "", "data directory (required)")
 	asOfFlag := fs.String("asof", "", "train on events up to this time (unix ms or RFC 3339); default all")
 	cfg := model.TrainConfig{}
-	fs.IntVar(&cfg.Steps, "steps", 300, "optimisation steps")
+	fs.IntVar(&cfg.Steps, "steps", model.DefaultSteps, "optimisation steps")
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "random seed; the same seed and data give identical weights")
 	fs.BoolVar(&cfg.Resume, "resume", false, "continue from the latest checkpoint")
-	fs.IntVar(&cfg.Pairs, "pairs", 0, "engagement events per step (0: default)")
-	fs.Float64Var(&cfg.LearningRate, "lr", 0, "AdamW learning rate (0: default)")
-	fs.IntVar(&cfg.Negatives, "negatives", 0, "size of the queue of earlier ad embeddings in the retrieval loss, which replaces the random negative anchors (0: none, the default)")
-	fs.IntVar(&cfg.Model.IDRows, "id-rows", 0, "rows of the per-id hashed embedding table (0: default, none)")
+	trainFlags(fs, &cfg)
 	fs.BoolVar(&cfg.Synchronous, "sync", false, "sample on the training goroutine (no pipelined loader)")
-	fs.Float64Var(&cfg.Loss.Distill, "loss-distill", 0, "weight of the cross-view distillation loss (all five 0: defaults)")
-	fs.Float64Var(&cfg.Loss.Hierarchy, "loss-hierarchy", 0, "weight of the hierarchy consistency loss")
-	fs.Float64Var(&cfg.Loss.Engagement, "loss-engagement", 0, "weight of the engagement prediction loss")
-	fs.Float64Var(&cfg.Loss.Align, "loss-align", 0, "weight of the in-batch contrastive alignment loss")
-	fs.Float64Var(&cfg.Loss.ColdAlign, "loss-cold-align", 0, "weight of the cross-view alignment loss (student view, often the anchor alone, against teacher view)")
-	fs.Float64Var(&cfg.Model.ProtoMomentum, "proto-momentum", 0, "prototypes move as a moving average of their assigned embeddings with this momentum (0: default 0.9; negative: learnt by gradient)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -48,4 +40,23 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	return json.NewEncoder(e.stdout).Encode(map[string]any{"version": ck.Version, "dir": ck.Dir, "metrics": ck.Metrics})
+}
+
+// trainFlags registers the model and training flags that `hir train` and
+// `hir eval` share.
+func trainFlags(fs *flag.FlagSet, cfg *model.TrainConfig) {
+	fs.IntVar(&cfg.Pairs, "pairs", 0, "engagement events per step (0: default)")
+	fs.Float64Var(&cfg.LearningRate, "lr", 0, "AdamW learning rate (0: default)")
+	fs.IntVar(&cfg.Negatives, "negatives", 0, "size of the queue of earlier ad embeddings in the retrieval loss, which replaces the random negative anchors (0: none, the default)")
+	fs.IntVar(&cfg.Model.IDRows, "id-rows", 0, "rows of the per-id hashed embedding table (0: default, none)")
+	fs.IntVar(&cfg.Model.Activity, "activity", 0, "recent and total engagement counts of every node as encoder inputs: 1 on (0: default, on), -1 off")
+	fs.IntVar(&cfg.LogQ, "logq", 0, "correct the in-batch alignment losses for how candidates are sampled, so embeddings keep popularity: 1 on (0: default, on), -1 off")
+	fs.IntVar(&cfg.Sampler.Teacher.MaxNodes, "teacher-nodes", 0, "tokens of the teacher view's subgraphs (0: default)")
+	fs.Float64Var(&cfg.Loss.Distill, "loss-distill", 0, "weight of the cross-view distillation loss (all five 0: defaults)")
+	fs.Float64Var(&cfg.Loss.Hierarchy, "loss-hierarchy", 0, "weight of the hierarchy consistency loss")
+	fs.Float64Var(&cfg.Loss.Engagement, "loss-engagement", 0, "weight of the engagement prediction loss")
+	fs.Float64Var(&cfg.Loss.Align, "loss-align", 0, "weight of the in-batch contrastive alignment loss")
+	fs.Float64Var(&cfg.Loss.ColdAlign, "loss-cold-align", 0, "weight of the cross-view alignment loss (student view, often the anchor alone, against teacher view)")
+	fs.Float64Var(&cfg.Model.AlignTemp, "align-temp", 0, "temperature of the alignment losses' dot products (0: default 0.1)")
+	fs.Float64Var(&cfg.Model.ProtoMomentum, "proto-momentum", 0, "prototypes move as a moving average of their assigned embeddings with this momentum (0: default 0.9; negative: learnt by gradient)")
 }
