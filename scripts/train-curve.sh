@@ -3,7 +3,8 @@
 # validation window with a snapshot every EVERY steps, scores every
 # snapshot with the embeddings alone (prior and co-engagement off), and
 # writes a TSV table and a PNG (tools/curve) of recall@20 against the
-# training wall time.
+# training wall time, with the popularity and recent-popularity baselines
+# of the same window as reference lines.
 #
 #   DATA=../shared/data/movielens-100k STEPS=240 EVERY=40 SERIES=defaults \
 #     OUT=docs/curve bash scripts/train-curve.sh [extra hir eval flags]
@@ -37,6 +38,14 @@ print("\t".join([series, str(metrics["steps"]), "%.1f" % metrics["seconds"], "%.
                  "%.4f" % row["all"]["recall@20"], "%.4f" % row["all"]["ndcg@20"], "%.4f" % row["cold_users"]["recall@20"]]))
 PY
 done
-(cd tools/curve && go run . -in "../../$OUT.tsv" -out "../../$OUT.png")
+"$work/hir" eval --data "$DATA" --protocol chrono --window validation --methods popularity,recent-popularity --json "$work/base.json" >/dev/null 2>&1
+mapfile -t refs < <(python3 - "$work/base.json" <<'PY'
+import json, sys
+for r in json.load(open(sys.argv[1]))["results"]:
+    if r["slice"] == "all":
+        print("-ref=%s=%.4f" % (r["method"], r["metrics"]["recall@20"]))
+PY
+)
+(cd tools/curve && go run . -in "../../$OUT.tsv" -out "../../$OUT.png" "${refs[@]}")
 column -t -s $'\t' "$OUT.tsv"
 echo "wrote $OUT.tsv and $OUT.png"

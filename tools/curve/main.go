@@ -23,6 +23,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -33,16 +34,42 @@ func main() {
 	in := flag.String("in", "", "input TSV (series, steps, seconds, recall@20, ...)")
 	out := flag.String("out", "curve.png", "output PNG")
 	title := flag.String("title", "Validation recall@20 against training time", "plot title")
+	var refs refFlags
+	flag.Var(&refs, "ref", "a reference level NAME=RECALL drawn as a horizontal line (repeatable)")
 	flag.Parse()
-	if err := run(*in, *out, *title); err != nil {
+	if err := run(*in, *out, *title, refs); err != nil {
 		log.Fatal(err)
 	}
+}
+
+// ref is a horizontal reference line, such as a baseline's recall.
+type ref struct {
+	name  string
+	value float64
+}
+
+// refFlags collects -ref NAME=VALUE flags.
+type refFlags []ref
+
+func (r *refFlags) String() string { return fmt.Sprint(*r) }
+
+func (r *refFlags) Set(s string) error {
+	name, v, ok := strings.Cut(s, "=")
+	if !ok {
+		return fmt.Errorf("want NAME=VALUE, got %q", s)
+	}
+	x, err := strconv.ParseFloat(v, 64)
+	if err != nil {
+		return fmt.Errorf("%s: %w", s, err)
+	}
+	*r = append(*r, ref{name, x})
+	return nil
 }
 
 // point is one snapshot of one series.
 type point struct{ seconds, recall, cold float64 }
 
-func run(in, out, title string) error {
+func run(in, out, title string, refs []ref) error {
 	f, err := os.Open(in)
 	if err != nil {
 		return err
@@ -56,8 +83,7 @@ func run(in, out, title string) error {
 	p.Title.Text = title
 	p.X.Label.Text = "training wall time (minutes, 2 cores)"
 	p.Y.Label.Text = "recall@20 (validation window)"
-	p.Legend.Top = true
-	p.Legend.Left = true
+	p.Legend.Top = false // bottom right: the curves rise to the top left
 	p.Add(plotter.NewGrid())
 	palette := []color.Color{
 		color.RGBA{R: 31, G: 119, B: 180, A: 255}, color.RGBA{R: 214, G: 39, B: 40, A: 255},
@@ -91,8 +117,24 @@ func run(in, out, title string) error {
 			p.Legend.Add(name+", cold users", lc)
 		}
 	}
+	xmax := 0.0
+	for _, pts := range series {
+		for _, pt := range pts {
+			xmax = max(xmax, pt.seconds/60)
+		}
+	}
+	for _, r := range refs {
+		l, err := plotter.NewLine(plotter.XYs{{X: 0, Y: r.value}, {X: xmax, Y: r.value}})
+		if err != nil {
+			return err
+		}
+		l.Color, l.Dashes = color.Gray{Y: 120}, []vg.Length{vg.Points(1), vg.Points(3)}
+		p.Add(l)
+		p.Legend.Add(fmt.Sprintf("%s (%.3f)", r.name, r.value), l)
+	}
 	p.Y.Min = 0
 	p.X.Min = 0
+	p.Y.Max *= 1.15 // room above the highest line
 	return p.Save(7*vg.Inch, 4.5*vg.Inch, out)
 }
 
