@@ -64,8 +64,8 @@ type SamplerOptions struct {
 	// first with importance draws (in hop order); walk-visited nodes, by
 	// visit count, fill the rest, then any remaining importance draws.
 	ImportanceShare float64
-	// ActivityHalfLife is the half-life of the recent-activity count of
-	// every token (Subgraph.Activity). Zero selects 14 days.
+	// ActivityHalfLife is the half-life of the anchor's recent-activity
+	// count (Subgraph.Activity). Zero selects 14 days.
 	ActivityHalfLife time.Duration
 }
 
@@ -316,15 +316,13 @@ func (sm *Sampler) sample(anchor NodeID, ctx []Edge, virtual bool, asOf int64, v
 		g.EdgeWeight[t] = c.w
 		g.TimeBucket[t] = TimeBucket(asOf - c.ts)
 	}
-	for t := range g.Len {
-		var recent, total float64
-		if t == 0 && virtual {
-			recent, total = sm.ctxActivity(st.ctx, asOf)
-		} else {
-			recent, total = sm.activity(g.Nodes[t], asOf)
-		}
-		g.Activity[2*t], g.Activity[2*t+1] = float32(math.Log1p(recent)), float32(math.Log1p(total))
+	var recent, total float64
+	if virtual {
+		recent, total = sm.ctxActivity(st.ctx, asOf)
+	} else {
+		recent, total = sm.activity(anchor, asOf)
 	}
+	g.Activity = [2]float32{float32(math.Log1p(recent)), float32(math.Log1p(total))}
 	if vo.FeatureDropout > 0 {
 		for t := 1; t < g.Len; t++ {
 			g.DropFeat[t] = rng.Float64() < vo.FeatureDropout
@@ -359,7 +357,6 @@ func newSubgraph(anchor NodeID, asOf int64, view View, n int) *Subgraph {
 		WalkFreq:   make([]float32, n),
 		DropFeat:   make([]bool, n),
 		SPD:        make([]uint8, n*n),
-		Activity:   make([]float32, 2*n),
 	}
 	return g
 }

@@ -60,8 +60,8 @@ type Subgraph struct {
 	WalkFreq   []float32  // [N] random-walk visit frequency in [0,1]
 	DropFeat   []bool     // [N] student feature dropout: content features of this token are hidden
 	SPD        []uint8    // [N*N] row-major shortest-path distance inside the subgraph
-	// Activity is [N*2]: per real token, log1p of its positive engagements
-	// weighted by recency (SamplerOptions.ActivityHalfLife) and log1p of
-	// its visible edges, both as of AsOf; zeros for padding.
-	Activity []float32
+	// Activity is the anchor's log1p of its positive engagements weighted
+	// by recency (SamplerOptions.ActivityHalfLife) and log1p of its visible
+	// edges, both as of AsOf (a virtual anchor counts its context edges).
+	Activity [2]float32
 }

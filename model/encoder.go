@@ -103,11 +103,13 @@ func encode(ctx *context.Context, c Config, inputs []*G.Node) *G.Node {
 	x = G.Add(x, gatherRows(tbl("edge_type", graph.NumEdgeTypes, D), in.edgeType))
 	x = G.Add(x, gatherRows(tbl("time_bucket", graph.NumTimeBuckets, D), in.timeBucket))
 	x = G.Add(x, dense(ctx, "edge_weight", G.InsertAxes(in.weight, -1), false, D))
-	// Activity: the node's recent and total engagement counts as of the
-	// subgraph's time (graph.Subgraph.Activity), through a small MLP.
 	if c.Activity > 0 {
-		a := activations.Gelu(dense(ctx, "activity_1", in.activity, true, activityHidden))
-		x = G.Add(x, dense(ctx, "activity_2", a, false, D))
+		// The anchor's counts also enter its token, so that the
+		// transformer can weigh its neighbourhood by them.
+		a := activations.Gelu(dense(ctx, "activity_token_1", in.activity, true, activityHidden))
+		at := dense(ctx, "activity_token_2", a, false, D) // [B,D]
+		sel := G.Reshape(G.OneHot(G.Const(g, []int32{0}), N, dtypes.Float32), 1, N, 1)
+		x = G.Add(x, G.Mul(G.InsertAxes(at, 1), sel))
 	}
 	x = G.Mul(x, G.InsertAxes(maskF, -1)) // padding tokens carry zeros
 
@@ -132,7 +134,49 @@ func encode(ctx *context.Context, c Config, inputs []*G.Node) *G.Node {
 	anchorSel := G.OneHot(G.Const(g, []int32{0}), N, dtypes.Float32) // [1,N]
 	anchor := G.Einsum("bnd,n->bd", x, G.Reshape(anchorSel, N))
 	e := dense(ctx, "project", anchor, true, c.EmbedDim)
+	if c.Activity > 0 {
+		// The anchor's recent and total engagement counts (as of the
+		// subgraph's time, graph.Subgraph.Activity) become the last
+		// coordinate through a small MLP: how popular an ad is now, how
+		// new a user is. The other coordinates are the interest part that
+		// the prototypes see (see interest); the dot product sees both.
+		a := activations.Gelu(dense(ctx, "activity_1", in.activity, true, activityHidden))
+		pop := dense(ctx, "activity_2", a, true, 1) // [B,1]
+		row := func(v []float32) *G.Node { return G.Reshape(G.Const(g, v), 1, c.EmbedDim) }
+		e = G.Add(G.Mul(e, row(interestMask(c))), G.Mul(pop, row(popularityAxis(c))))
+	}
 	return G.L2Normalize(e, -1)
+}
+
+// interestMask is 1 on the interest coordinates of an embedding and 0 on
+// the popularity coordinate (the last one, when c.Activity > 0).
+func interestMask(c Config) []float32 {
+	m := make([]float32, c.EmbedDim)
+	for i := range m {
+		m[i] = 1
+	}
+	if c.Activity > 0 {
+		m[len(m)-1] = 0
+	}
+	return m
+}
+
+// popularityAxis is the one-hot [EmbedDim] of the popularity coordinate.
+func popularityAxis(c Config) []float32 {
+	m := make([]float32, c.EmbedDim)
+	m[len(m)-1] = 1
+	return m
+}
+
+// interest returns the L2-normalised interest part of embeddings [B,E]:
+// what the prototypes (the interest hierarchy and the BoM tokens) are
+// fitted on and compared with. Without activity features it is emb.
+func interest(c Config, emb *G.Node) *G.Node {
+	if c.Activity <= 0 {
+		return emb
+	}
+	mask := G.Reshape(G.Const(emb.Graph(), interestMask(c)), 1, c.EmbedDim)
+	return G.L2Normalize(G.Mul(emb, mask), -1)
 }
 
 // activityHidden is the hidden width of the activity MLP.

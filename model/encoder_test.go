@@ -116,12 +116,10 @@ func TestAttentionBiasAndPadding(t *testing.T) {
 		{"spd bias", func(bt *batch) { bt.spd[0*n+3], bt.spd[3*n+0] = 4, 4 }, true},
 		{"type pair bias", func(bt *batch) { bt.typePair[0*n+2] = int32(graph.NodeBrand) * int32(graph.NumNodeTypes) }, true},
 		{"anchor activity", func(bt *batch) { bt.activity[0], bt.activity[1] = 3, 4 }, true},
-		{"neighbour activity", func(bt *batch) { bt.activity[2*1] = 2 }, true},
 		{"padding content", func(bt *batch) {
 			for tok := 4; tok < n; tok++ {
 				bt.nodeType[tok] = int32(graph.NodeAd)
 				bt.hop[tok], bt.edgeType[tok], bt.walk[tok], bt.weight[tok] = 1, int32(graph.EdgeClick), 0.9, 3
-				bt.activity[2*tok], bt.activity[2*tok+1] = 5, 6
 				for k := range c.HashK {
 					bt.hash[tok*c.HashK+k] = 0.7
 				}

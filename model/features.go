@@ -203,7 +203,7 @@ type batch struct {
 	timeBucket []int32   // [B,N]
 	weight     []float32 // [B,N] log1p(decayed weight)
 	walk       []float32 // [B,N]
-	activity   []float32 // [B,N,2] log1p recent and total engagement counts
+	activity   []float32 // [B,2] the anchor's log1p recent and total engagement counts
 	mask       []bool    // [B,N]
 	spd        []int32   // [B,N,N]
 	typePair   []int32   // [B,N,N] type(i)*NumNodeTypes + type(j)
@@ -244,7 +244,7 @@ func (f *featurizer) featurizeFrom(src func(b int) Entities, sgs []*graph.Subgra
 		attr: make([]int32, rows*n*c.AttrLen), attrMask: make([]float32, rows*n*c.AttrLen),
 		vec: make([]float32, rows*n*c.VectorDim), hop: make([]int32, rows*n), edgeType: make([]int32, rows*n),
 		timeBucket: make([]int32, rows*n), weight: make([]float32, rows*n), walk: make([]float32, rows*n),
-		activity: make([]float32, rows*n*2),
+		activity: make([]float32, rows*2),
 		mask:     make([]bool, rows*n), spd: make([]int32, rows*n*n), typePair: make([]int32, rows*n*n),
 	}
 	for b := range rows {
@@ -257,6 +257,7 @@ func (f *featurizer) featurizeFrom(src func(b int) Entities, sgs []*graph.Subgra
 			continue
 		}
 		sg := sgs[b]
+		bt.activity[2*b], bt.activity[2*b+1] = sg.Activity[0], sg.Activity[1]
 		for i := range n {
 			t := b*n + i
 			bt.mask[t] = sg.Mask[i]
@@ -274,9 +275,6 @@ func (f *featurizer) featurizeFrom(src func(b int) Entities, sgs []*graph.Subgra
 			}
 			bt.weight[t] = float32(math.Log1p(w))
 			bt.walk[t] = sg.WalkFreq[i]
-			if len(sg.Activity) == 2*n {
-				bt.activity[2*t], bt.activity[2*t+1] = sg.Activity[2*i], sg.Activity[2*i+1]
-			}
 			nf := f.node(src(b), id)
 			copy(bt.hash[t*c.HashK:], nf.hash)
 			bt.idRows[2*t], bt.idRows[2*t+1] = nf.idRows[0], nf.idRows[1]
@@ -328,6 +326,6 @@ func (bt *batch) tensors(c Config) []*tensors.Tensor {
 		tensors.FromFlatDataAndDimensions(bt.spd, B, N, N),
 		tensors.FromFlatDataAndDimensions(bt.typePair, B, N, N),
 		tensors.FromFlatDataAndDimensions(bt.idRows, B, N, 2),
-		tensors.FromFlatDataAndDimensions(bt.activity, B, N, 2),
+		tensors.FromFlatDataAndDimensions(bt.activity, B, 2),
 	}
 }

@@ -24,9 +24,10 @@ func prototypeVar(ctx *context.Context, c Config, l int) *context.Variable {
 	return v
 }
 
-// prototypes returns the L2-normalised prototypes of level l: [K_l, EmbedDim].
+// prototypes returns the L2-normalised prototypes of level l: [K_l, EmbedDim],
+// zero on the popularity coordinate (see interest).
 func prototypes(ctx *context.Context, c Config, g *G.Graph, l int) *G.Node {
-	return G.L2Normalize(prototypeVar(ctx, c, l).ValueGraph(g), -1)
+	return interest(c, prototypeVar(ctx, c, l).ValueGraph(g))
 }
 
 // updatePrototypes moves level l's prototypes (current value protos, L2
@@ -257,6 +258,9 @@ const (
 func lossGraph(ctx *context.Context, c Config, w LossWeights, queue int, logQ bool, in []*G.Node, train bool) (total *G.Node, outs []*G.Node) {
 	teacher := encode(ctx, c, in[:numBatchInputs])
 	student := encode(ctx, c, in[numBatchInputs:2*numBatchInputs])
+	// The prototype losses see the interest part only; the alignment and
+	// engagement losses the whole embedding.
+	teacherI, studentI := interest(c, teacher), interest(c, student)
 	p := in[2*numBatchInputs:]
 	src, dst, etype, tbucket, label, pw, rowW := p[0], p[1], p[2], p[3], p[4], p[5], p[6]
 	g := teacher.Graph()
@@ -270,11 +274,11 @@ func lossGraph(ctx *context.Context, c Config, w LossWeights, queue int, logQ bo
 	total = G.ScalarZero(g, dtypes.Float32)
 	for l := range L {
 		protos[l] = prototypes(ctx, c, g, l)
-		ts := G.DivScalar(cosines(teacher, protos[l]), c.TeacherTemp)
-		ss := G.DivScalar(cosines(student, protos[l]), c.StudentTemp)
+		ts := G.DivScalar(cosines(teacherI, protos[l]), c.TeacherTemp)
+		ss := G.DivScalar(cosines(studentI, protos[l]), c.StudentTemp)
 		q := sinkhorn(ts, c.SinkhornIters)
 		if train && c.ProtoMomentum > 0 {
-			updatePrototypes(ctx, c, l, protos[l], teacher, q, rowW)
+			updatePrototypes(ctx, c, l, protos[l], teacherI, q, rowW)
 		}
 		studentLogP[l] = G.LogSoftmax(ss, -1)
 		distill[l] = softCE(q, studentLogP[l], rowW)

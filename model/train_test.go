@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/hir-ads/hir/graph"
@@ -143,5 +144,59 @@ func TestTrainErrors(t *testing.T) {
 				t.Errorf("Train() error = %v, want %v", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestPopularityCoordinate checks the split of the embedding with activity
+// features: the prototypes are zero on the popularity coordinate, so
+// scoring an embedding against them ignores it, while the anchor's counts
+// move that coordinate.
+func TestPopularityCoordinate(t *testing.T) {
+	w := newSynthWorld(t, 30, 40, 4, 10, 2)
+	cfg := tinyConfig()
+	cfg.Steps = 3
+	ck, err := Train(gocontext.Background(), w.store, cfg, t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := Load(ck.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := m.Config().EmbedDim - 1
+	for l := range m.Levels() {
+		for k, p := range m.Prototypes(l) {
+			if p[last] != 0 {
+				t.Fatalf("level %d prototype %d has popularity coordinate %v, want 0", l, k, p[last])
+			}
+		}
+	}
+	embs, err := m.Embed(gocontext.Background(), w.store, w.ads[:1], w.store.MaxTS())
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved := slices.Clone(embs[0])
+	moved[last] += 0.5
+	a, b := m.PrototypeScores(embs[0]), m.PrototypeScores(moved)
+	for l := range a {
+		if !slices.Equal(a[l], b[l]) {
+			t.Errorf("level %d: prototype scores depend on the popularity coordinate", l)
+		}
+	}
+	// A new ad (no edges: zero counts) and a stored ad with engagements
+	// differ on the popularity coordinate.
+	sm := graph.NewSampler(w.store, m.SamplerOptions())
+	busy := sm.Sample(w.ads[0], w.store.MaxTS(), graph.ViewTeacher, 1)
+	if busy.Activity[0] <= 0 {
+		t.Fatalf("ad %v has no recent activity in the test world", w.ads[0])
+	}
+	idle := *busy
+	idle.Activity = [2]float32{}
+	e, err := m.EmbedSubgraphs(gocontext.Background(), w.store, []*graph.Subgraph{busy, &idle})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e[0][last] == e[1][last] {
+		t.Errorf("popularity coordinate %v is the same with and without activity", e[0][last])
 	}
 }

@@ -241,9 +241,13 @@ func readPrototypes(mctx *context.Context, c Config) ([][][]float32, error) {
 		}
 		flat := tensors.MustCopyFlatData[float32](t)
 		e := c.EmbedDim
+		mask := interestMask(c)
 		out[l] = make([][]float32, k)
 		for i := range k {
 			row := slices.Clone(flat[i*e : (i+1)*e])
+			for j := range row {
+				row[j] *= mask[j]
+			}
 			normalize(row)
 			out[l][i] = row
 		}
