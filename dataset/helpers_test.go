@@ -59,4 +59,3 @@ func writeFiles(t *testing.T, files map[string]string) string {
 	}
 	return dir
 }
-

@@ -47,7 +47,7 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 	fs.IntVar(&cfg.synth.Users, "users", 500, "synthetic users (--users 2000 --ads 5000 --steps 50 for a bigger world and a better first model)")
 	fs.IntVar(&cfg.synth.Ads, "ads", 1000, "synthetic ads")
 	fs.Uint64Var(&cfg.synth.Seed, "seed", 1, "world and training seed")
-	fs.IntVar(&cfg.train.Steps, "steps", 10, "training steps of the first model (sized with the world so that the demo serves within about 70 s on 2 cores)")
+	fs.IntVar(&cfg.train.Steps, "steps", 10, "training steps of the first model (sized with the world so that the demo serves within about 20 s on 2 idle cores)")
 	fs.BoolVar(&cfg.prepare, "prepare", false, "synthesise, import and train into --data, then exit without serving (an init step; needs --data)")
 	if err := parse(fs, args); err != nil {
 		return err
