@@ -15,6 +15,7 @@ import (
 
 	"github.com/hir-ads/hir/dataset"
 	"github.com/hir-ads/hir/eval"
+	"github.com/hir-ads/hir/model"
 )
 
 func testEnv() *env {
@@ -34,13 +35,13 @@ func TestParseEvalFlags(t *testing.T) {
 		maxQ     int
 	}{
 		{name: "defaults", args: []string{"--data", "d"}, methods: eval.MethodNames(), ours: true,
-			protocol: "chrono", window: "test", steps: 300},
+			protocol: "chrono", window: "test", steps: model.DefaultSteps},
 		{name: "replay validation", args: []string{"--data", "d", "--protocol", "replay", "--window", "validation", "--steps", "50", "--max-queries", "900"},
 			methods: eval.MethodNames(), ours: true, protocol: "replay", window: "validation", steps: 50, maxQ: 900},
 		{name: "methods subset", args: []string{"--data", "d", "--methods", "item-knn, ours,item-knn"},
-			methods: []string{"item-knn"}, ours: true, protocol: "chrono", window: "test", steps: 300},
+			methods: []string{"item-knn"}, ours: true, protocol: "chrono", window: "test", steps: model.DefaultSteps},
 		{name: "baselines only", args: []string{"--data", "d", "--protocol", "truth", "--methods", "popularity,bpr"},
-			methods: []string{"popularity", "bpr"}, protocol: "truth", window: "test", steps: 300},
+			methods: []string{"popularity", "bpr"}, protocol: "truth", window: "test", steps: model.DefaultSteps},
 		{name: "no data", args: []string{"--protocol", "chrono"}, wantErr: true},
 		{name: "bad protocol", args: []string{"--data", "d", "--protocol", "online"}, wantErr: true},
 		{name: "bad window", args: []string{"--data", "d", "--window", "train"}, wantErr: true},
