@@ -93,13 +93,7 @@ func (s *Snapshot) priorPass(h []Hit, k int, priorW float32, channel int, bound 
 			return
 		}
 		n++
-		if len(h) < k {
-			h = append(h, hit)
-			siftUp(h, len(h)-1)
-		} else if worse(&h[0], &hit) {
-			h[0] = hit
-			siftDown(h, 0)
-		}
+		h = pushTop(h, k, hit)
 	}
 	for _, id := range top {
 		var prior float32

@@ -347,6 +347,19 @@ func siftUp(h []Hit, i int) {
 	}
 }
 
+// pushTop offers hit to the min-heap h of the best k hits (worst at the
+// root) and returns the heap.
+func pushTop(h []Hit, k int, hit Hit) []Hit {
+	if len(h) < k {
+		h = append(h, hit)
+		siftUp(h, len(h)-1)
+	} else if worse(&h[0], &hit) {
+		h[0] = hit
+		siftDown(h, 0)
+	}
+	return h
+}
+
 // rerank scores every candidate by dot product plus priorW times its prior
 // (channel 0: Doc.Prior, 1: Doc.NewUserPrior) plus its boost, and keeps the
 // top k, best first (ties by smaller id). With priorPass, allowed docs
@@ -385,13 +398,7 @@ func (s *Snapshot) rerank(ctx context.Context, vec []float32, priorW float32, ch
 		if !ok {
 			continue
 		}
-		if len(h) < k {
-			h = append(h, hit)
-			siftUp(h, len(h)-1)
-		} else if worse(&h[0], &hit) {
-			h[0] = hit
-			siftDown(h, 0)
-		}
+		h = pushTop(h, k, hit)
 	}
 	if withPriorPass {
 		// A doc outside cand has no boost (boosted docs are candidates) and
