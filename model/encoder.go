@@ -103,13 +103,15 @@ func encode(ctx *context.Context, c Config, inputs []*G.Node) *G.Node {
 	x = G.Add(x, gatherRows(tbl("edge_type", graph.NumEdgeTypes, D), in.edgeType))
 	x = G.Add(x, gatherRows(tbl("time_bucket", graph.NumTimeBuckets, D), in.timeBucket))
 	x = G.Add(x, dense(ctx, "edge_weight", G.InsertAxes(in.weight, -1), false, D))
+	// The anchor is token 0; it is selected by one-hot products (Slice has
+	// no gradient on SimpleGo).
+	anchorSel := G.Reshape(G.OneHot(G.Const(g, []int32{0}), N, dtypes.Float32), N)
 	if c.Activity > 0 {
 		// The anchor's counts also enter its token, so that the
 		// transformer can weigh its neighbourhood by them.
 		a := activations.Gelu(dense(ctx, "activity_token_1", in.activity, true, activityHidden))
 		at := dense(ctx, "activity_token_2", a, false, D) // [B,D]
-		sel := G.Reshape(G.OneHot(G.Const(g, []int32{0}), N, dtypes.Float32), 1, N, 1)
-		x = G.Add(x, G.Mul(G.InsertAxes(at, 1), sel))
+		x = G.Add(x, G.Mul(G.InsertAxes(at, 1), G.Reshape(anchorSel, 1, N, 1)))
 	}
 	x = G.Mul(x, G.InsertAxes(maskF, -1)) // padding tokens carry zeros
 
@@ -130,9 +132,7 @@ func encode(ctx *context.Context, c Config, inputs []*G.Node) *G.Node {
 	}
 	x = layerNorm(ctx, "ln_out", x)
 
-	// Anchor token (index 0) via a one-hot contraction (Slice has no gradient on SimpleGo).
-	anchorSel := G.OneHot(G.Const(g, []int32{0}), N, dtypes.Float32) // [1,N]
-	anchor := G.Einsum("bnd,n->bd", x, G.Reshape(anchorSel, N))
+	anchor := G.Einsum("bnd,n->bd", x, anchorSel)
 	e := dense(ctx, "project", anchor, true, c.EmbedDim)
 	if c.Activity > 0 {
 		// The anchor's recent and total engagement counts (as of the
@@ -142,8 +142,8 @@ func encode(ctx *context.Context, c Config, inputs []*G.Node) *G.Node {
 		// the prototypes see (see interest); the dot product sees both.
 		a := activations.Gelu(dense(ctx, "activity_1", in.activity, true, activityHidden))
 		pop := dense(ctx, "activity_2", a, true, 1) // [B,1]
-		row := func(v []float32) *G.Node { return G.Reshape(G.Const(g, v), 1, c.EmbedDim) }
-		e = G.Add(G.Mul(e, row(interestMask(c))), G.Mul(pop, row(popularityAxis(c))))
+		m := G.Reshape(G.Const(g, interestMask(c)), 1, c.EmbedDim)
+		e = G.Add(G.Mul(e, m), G.Mul(pop, G.OneMinus(m)))
 	}
 	return G.L2Normalize(e, -1)
 }
@@ -158,13 +158,6 @@ func interestMask(c Config) []float32 {
 	if c.Activity > 0 {
 		m[len(m)-1] = 0
 	}
-	return m
-}
-
-// popularityAxis is the one-hot [EmbedDim] of the popularity coordinate.
-func popularityAxis(c Config) []float32 {
-	m := make([]float32, c.EmbedDim)
-	m[len(m)-1] = 1
 	return m
 }
 
