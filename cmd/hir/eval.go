@@ -71,6 +71,12 @@ func parseEvalFlags(e *env, args []string) (*evalFlags, error) {
 		return nil, errors.Join(errUsage, err)
 	}
 	f.ours.Weights = prior.weights()
+	if explicit["prior-weight"] {
+		f.service.PriorWeight = &f.ours.Weights.Prior
+	}
+	if explicit["coengage-weight"] {
+		f.service.CoengagementWeight = &f.ours.Weights.CoEngagement
+	}
 	f.ours.Rank = prior.options()
 	f.cfg.RecentPopularity.HalfLife = prior.halfLife // the service's prior half-life
 	if f.cfg.Data == "" {
@@ -153,8 +159,8 @@ func runEval(ctx context.Context, e *env, args []string) error {
 		md += fmt.Sprintf("\n%s re-ranked %.0f ads per query on average (of %d).\n", eval.MethodOursTokens, ours.MeanCandidates(), rep.Stats.Items)
 	}
 	if svc != nil {
-		md += fmt.Sprintf("\n%s: %s, model %s; %d queries answered 404 (user unknown to the service), scored as empty lists.\n",
-			methodService, f.service.URL, svc.Version(), svc.NotFound())
+		md += fmt.Sprintf("\n%s: %s, model %s, re-rank weights %s; %d queries answered 404 (user unknown to the service), scored as empty lists.\n",
+			methodService, f.service.URL, svc.Version(), svc.Weights(), svc.NotFound())
 	}
 	fmt.Fprint(e.stdout, md)
 	if f.mdPath != "" {

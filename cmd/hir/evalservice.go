@@ -48,6 +48,10 @@ type serviceOptions struct {
 	InlineUsers bool
 	// TrainTimeout bounds the training round Fit waits for (default 30m).
 	TrainTimeout time.Duration
+	// PriorWeight and CoengagementWeight, when set, are sent with every
+	// retrieve (prior_weight, coengagement_weight), overriding the server's
+	// re-rank weights for these queries; nil sends none.
+	PriorWeight, CoengagementWeight *float32
 	// Batch is the number of entities or events per ingest request
 	// (default 2000).
 	Batch int
@@ -116,6 +120,18 @@ func (s *serviceMethod) Name() string { return methodService }
 // Version returns the model version the service answered with ("" before
 // Fit).
 func (s *serviceMethod) Version() string { return s.version }
+
+// Weights describes the re-rank weights the queries carry: the ones sent
+// per request, the server's defaults for the rest.
+func (s *serviceMethod) Weights() string {
+	w := func(name string, v *float32) string {
+		if v == nil {
+			return name + " server default"
+		}
+		return fmt.Sprintf("%s %g", name, *v)
+	}
+	return w("prior_weight", s.opts.PriorWeight) + ", " + w("coengagement_weight", s.opts.CoengagementWeight)
+}
 
 // NotFound returns the number of queries the service answered 404 (a user
 // it does not know), scored as empty lists.
@@ -306,7 +322,8 @@ func (s *serviceMethod) TopK(ctx context.Context, q *eval.Query, dst []int32) ([
 	}
 	k, exclude := q.K, true
 	uid := s.cat.Users[q.User]
-	body := api.RetrieveRequest{User: &api.Ref{Type: api.User, Id: uid}, K: &k, ExcludeSeen: &exclude}
+	body := api.RetrieveRequest{User: &api.Ref{Type: api.User, Id: uid}, K: &k, ExcludeSeen: &exclude,
+		PriorWeight: s.opts.PriorWeight, CoengagementWeight: s.opts.CoengagementWeight}
 	if s.opts.InlineUsers {
 		body.UserContent = userContent(s.cat.Entities[graph.Ref{Type: graph.NodeUser, ID: uid}])
 	}

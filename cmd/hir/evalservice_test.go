@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"net"
 	"os"
@@ -133,6 +134,28 @@ func TestEvalService(t *testing.T) {
 	if ra := again.Get(methodService, eval.SliceAll); ra == nil || ra.Metrics[key] != got || ra.Queries != rs.Queries {
 		t.Errorf("--service-no-ingest result %+v, want recall@20 %v over %d queries", ra, got, rs.Queries)
 	}
+
+	// The counting terms off per request (prior_weight 0,
+	// coengagement_weight 0): the service ranks by the embeddings alone,
+	// as the in-process token index does with the same weights, and the
+	// answers differ from the defaults'.
+	off := []string{"--prior-weight", "0", "--coengage-weight", "0"}
+	svcOff, stdout := runEvalJSON(t, append([]string{"--data", world, "--service", base, "--service-no-ingest"}, off...)...)
+	if !strings.Contains(stdout, "re-rank weights prior_weight 0, coengagement_weight 0") {
+		t.Errorf("stdout does not name the per-request weights:\n%s", stdout)
+	}
+	oursOff, _ := runEvalJSON(t, append([]string{"--data", world, "--model", dataDir, "--methods", "ours", "--exhaustive-max", "16384"}, off...)...)
+	rs, ro = svcOff.Get(methodService, eval.SliceAll), oursOff.Get(eval.MethodOursTokens, eval.SliceAll)
+	if rs == nil || ro == nil {
+		t.Fatalf("weights off: service %v, ours-tokens %v", rs, ro)
+	}
+	t.Logf("weights off, recall@20: service %.4f, in-process ours-tokens %.4f", rs.Metrics[key], ro.Metrics[key])
+	if math.Abs(rs.Metrics[key]-ro.Metrics[key]) > restEvalTolerance {
+		t.Errorf("weights off: service recall@20 = %.4f, want within %v of in-process ours-tokens %.4f", rs.Metrics[key], restEvalTolerance, ro.Metrics[key])
+	}
+	if ndcg := eval.MetricKey("ndcg", 20); rs.Metrics[ndcg] == svc.Get(methodService, eval.SliceAll).Metrics[ndcg] {
+		t.Errorf("weights off: ndcg@20 %v equals the defaults': the weights were not sent", rs.Metrics[ndcg])
+	}
 }
 
 // TestEvalServiceInlineUsers replays the test window into the service
@@ -191,10 +214,14 @@ func TestParseEvalServiceFlags(t *testing.T) {
 		wantErr bool
 		methods []string
 		service bool
+		// prior and coengage are the weights sent per request ("": none).
+		prior, coengage string
 	}{
 		{name: "service alone", args: []string{"--data", "d", "--service", "http://h:1"}, service: true, methods: []string{}},
 		{name: "service with baselines", args: []string{"--data", "d", "--service", "http://h:1", "--methods", "popularity,service"},
 			service: true, methods: []string{"popularity"}},
+		{name: "per-request weights", args: []string{"--data", "d", "--service", "http://h:1", "--prior-weight", "0", "--coengage-weight", "0.5"},
+			service: true, methods: []string{}, prior: "0", coengage: "0.5"},
 		{name: "service method without URL", args: []string{"--data", "d", "--methods", "service"}, wantErr: true},
 		{name: "URL without service method", args: []string{"--data", "d", "--service", "http://h:1", "--methods", "bpr"}, wantErr: true},
 	}
@@ -213,6 +240,15 @@ func TestParseEvalServiceFlags(t *testing.T) {
 			if f.useService != tc.service || f.useOurs || strings.Join(f.cfg.Methods, ",") != strings.Join(tc.methods, ",") {
 				t.Errorf("service %v ours %v methods %v, want service %v, no ours, methods %v",
 					f.useService, f.useOurs, f.cfg.Methods, tc.service, tc.methods)
+			}
+			str := func(v *float32) string {
+				if v == nil {
+					return ""
+				}
+				return fmt.Sprint(*v)
+			}
+			if p, c := str(f.service.PriorWeight), str(f.service.CoengagementWeight); p != tc.prior || c != tc.coengage {
+				t.Errorf("per-request weights %q, %q, want %q, %q", p, c, tc.prior, tc.coengage)
 			}
 		})
 	}
