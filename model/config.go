@@ -45,7 +45,10 @@ type Config struct {
 	// engagement counts as of the subgraph's time (graph.Subgraph.Activity)
 	// to its features: what makes popularity and recency visible to the
 	// embedding. Negative: not used (a checkpoint written before the
-	// feature existed loads so). Zero selects the default, 1.
+	// feature existed loads so). 1: one MLP of the counts, shared by all
+	// node types, gives the popularity coordinate; ActivityTyped (2):
+	// the MLP also takes the anchor's type and the coordinate is set
+	// against a unit interest part. Zero selects the default.
 	Activity int `json:"activity"`
 
 	// Prototypes are the number of interest primitives per level, coarse to fine.
@@ -65,12 +68,16 @@ type Config struct {
 	ProtoMomentum float64 `json:"proto_momentum"`
 }
 
+// ActivityTyped is the Config.Activity of the per-type popularity
+// coordinate.
+const ActivityTyped = 2
+
 // DefaultConfig returns the defaults, sized for a 2-core CPU: width 64, 2 layers,
 // 4 heads, embeddings of 64 and prototype levels 16/64/256.
 func DefaultConfig() Config {
 	return Config{
 		Dim: 64, Heads: 4, Layers: 2, FFNDim: 128, EmbedDim: 64,
-		HashK: 16, HashDim: 64, IDRows: -1, Activity: 1,
+		HashK: 16, HashDim: 64, IDRows: -1, Activity: ActivityTyped,
 		TextBkts: 1 << 14, TextLen: 24, AttrBkts: 1 << 10, AttrLen: 8, VectorDim: 32,
 		Prototypes:    []int{16, 64, 256},
 		StudentTemp:   0.1,

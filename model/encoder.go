@@ -140,9 +140,20 @@ func encode(ctx *context.Context, c Config, inputs []*G.Node) *G.Node {
 		// coordinate through a small MLP: how popular an ad is now, how
 		// new a user is. The other coordinates are the interest part that
 		// the prototypes see (see interest); the dot product sees both.
-		a := activations.Gelu(dense(ctx, "activity_1", in.activity, true, activityHidden))
-		pop := dense(ctx, "activity_2", a, true, 1) // [B,1]
+		h := dense(ctx, "activity_1", in.activity, true, activityHidden)
 		m := G.Reshape(G.Const(g, interestMask(c)), 1, c.EmbedDim)
+		if c.Activity >= ActivityTyped {
+			// Per anchor type: the same counts mean popularity for an
+			// ad and experience for a user, and the user's coordinate
+			// is the weight that user gives popularity.
+			h = G.Add(h, G.Einsum("bnh,n->bh", gatherRows(tbl("activity_type", graph.NumNodeTypes, activityHidden), in.nodeType), anchorSel))
+		}
+		pop := dense(ctx, "activity_2", activations.Gelu(h), true, 1) // [B,1]
+		if c.Activity >= ActivityTyped {
+			// Against a unit interest part, so that the coordinate's
+			// share of the norm is learnt at the scale of its weights.
+			e = G.L2Normalize(G.Mul(e, m), -1)
+		}
 		e = G.Add(G.Mul(e, m), G.Mul(pop, G.OneMinus(m)))
 	}
 	return G.L2Normalize(e, -1)

@@ -4,11 +4,14 @@ import (
 	"bytes"
 	gocontext "context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/gomlx/gomlx/pkg/ml/context"
 
 	"github.com/hir-ads/hir/graph"
 )
@@ -152,8 +155,19 @@ func TestTrainErrors(t *testing.T) {
 // scoring an embedding against them ignores it, while the anchor's counts
 // move that coordinate.
 func TestPopularityCoordinate(t *testing.T) {
+	for _, form := range []int{1, ActivityTyped} {
+		t.Run(fmt.Sprintf("activity %d", form), func(t *testing.T) { testPopularityCoordinate(t, form) })
+	}
+}
+
+// testPopularityCoordinate checks the popularity coordinate of the given
+// Config.Activity form: the prototypes ignore it, it moves with the
+// anchor's counts, and only the typed form has a per-type table (a
+// checkpoint of form 1 loads and embeds without one).
+func testPopularityCoordinate(t *testing.T, form int) {
 	w := newSynthWorld(t, 30, 40, 4, 10, 2)
 	cfg := tinyConfig()
+	cfg.Model.Activity = form
 	cfg.Steps = 3
 	ck, err := Train(gocontext.Background(), w.store, cfg, t.TempDir(), nil)
 	if err != nil {
@@ -162,6 +176,10 @@ func TestPopularityCoordinate(t *testing.T) {
 	m, err := Load(ck.Dir)
 	if err != nil {
 		t.Fatal(err)
+	}
+	typed := m.ctx.GetVariableByScopeAndName(context.ScopeSeparator+scopeEncoder+context.ScopeSeparator+"activity_type", "table") != nil
+	if typed != (form == ActivityTyped) {
+		t.Errorf("activity %d: per-type table present %v, want %v", form, typed, form == ActivityTyped)
 	}
 	last := m.Config().EmbedDim - 1
 	for l := range m.Levels() {
