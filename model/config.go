@@ -45,10 +45,12 @@ type Config struct {
 	// engagement counts as of the subgraph's time (graph.Subgraph.Activity)
 	// to its features: what makes popularity and recency visible to the
 	// embedding. Negative: not used (a checkpoint written before the
-	// feature existed loads so). 1: one MLP of the counts, shared by all
-	// node types, gives the popularity coordinate; ActivityTyped (2):
-	// the MLP also takes the anchor's type and the coordinate is set
-	// against a unit interest part. Zero selects the default.
+	// feature existed loads so). ActivityShared (1): the counts enter the
+	// anchor's token, and one MLP of them, shared by all node types,
+	// gives the popularity coordinate. ActivityTyped (2, the default):
+	// only the coordinate, from an MLP that also takes the anchor's type,
+	// set against a unit interest part, so that the interest part (and the
+	// hierarchy) stays free of popularity. Zero selects the default.
 	Activity int `json:"activity"`
 
 	// Prototypes are the number of interest primitives per level, coarse to fine.
@@ -68,9 +70,14 @@ type Config struct {
 	ProtoMomentum float64 `json:"proto_momentum"`
 }
 
-// ActivityTyped is the Config.Activity of the per-type popularity
-// coordinate.
-const ActivityTyped = 2
+// Forms of Config.Activity.
+const (
+	// ActivityShared: counts in the anchor's token and a shared MLP's
+	// popularity coordinate.
+	ActivityShared = 1
+	// ActivityTyped: a per-type popularity coordinate only.
+	ActivityTyped = 2
+)
 
 // DefaultConfig returns the defaults, sized for a 2-core CPU: width 64, 2 layers,
 // 4 heads, embeddings of 64 and prototype levels 16/64/256.

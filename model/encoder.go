@@ -106,9 +106,11 @@ func encode(ctx *context.Context, c Config, inputs []*G.Node) *G.Node {
 	// The anchor is token 0; it is selected by one-hot products (Slice has
 	// no gradient on SimpleGo).
 	anchorSel := G.Reshape(G.OneHot(G.Const(g, []int32{0}), N, dtypes.Float32), N)
-	if c.Activity > 0 {
+	if c.Activity == ActivityShared {
 		// The anchor's counts also enter its token, so that the
-		// transformer can weigh its neighbourhood by them.
+		// transformer can weigh its neighbourhood by them. (The typed
+		// form leaves them out: through the token popularity leaks into
+		// the interest part, and the hierarchy clusters by it.)
 		a := activations.Gelu(dense(ctx, "activity_token_1", in.activity, true, activityHidden))
 		at := dense(ctx, "activity_token_2", a, false, D) // [B,D]
 		x = G.Add(x, G.Mul(G.InsertAxes(at, 1), G.Reshape(anchorSel, 1, N, 1)))

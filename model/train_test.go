@@ -155,15 +155,16 @@ func TestTrainErrors(t *testing.T) {
 // scoring an embedding against them ignores it, while the anchor's counts
 // move that coordinate.
 func TestPopularityCoordinate(t *testing.T) {
-	for _, form := range []int{1, ActivityTyped} {
+	for _, form := range []int{ActivityShared, ActivityTyped} {
 		t.Run(fmt.Sprintf("activity %d", form), func(t *testing.T) { testPopularityCoordinate(t, form) })
 	}
 }
 
 // testPopularityCoordinate checks the popularity coordinate of the given
 // Config.Activity form: the prototypes ignore it, it moves with the
-// anchor's counts, and only the typed form has a per-type table (a
-// checkpoint of form 1 loads and embeds without one).
+// anchor's counts, only the typed form has a per-type table and only the
+// shared form puts the counts in the anchor's token (a checkpoint of the
+// shared form loads and embeds as it was trained).
 func testPopularityCoordinate(t *testing.T, form int) {
 	w := newSynthWorld(t, 30, 40, 4, 10, 2)
 	cfg := tinyConfig()
@@ -177,9 +178,14 @@ func testPopularityCoordinate(t *testing.T, form int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	typed := m.ctx.GetVariableByScopeAndName(context.ScopeSeparator+scopeEncoder+context.ScopeSeparator+"activity_type", "table") != nil
-	if typed != (form == ActivityTyped) {
+	has := func(scope, name string) bool {
+		return m.ctx.GetVariableByScopeAndName(context.ScopeSeparator+scopeEncoder+context.ScopeSeparator+scope, name) != nil
+	}
+	if typed := has("activity_type", "table"); typed != (form == ActivityTyped) {
 		t.Errorf("activity %d: per-type table present %v, want %v", form, typed, form == ActivityTyped)
+	}
+	if token := has("activity_token_1"+context.ScopeSeparator+"dense", "weights"); token != (form == ActivityShared) {
+		t.Errorf("activity %d: counts in the anchor's token %v, want %v", form, token, form == ActivityShared)
 	}
 	last := m.Config().EmbedDim - 1
 	for l := range m.Levels() {
