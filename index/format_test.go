@@ -57,7 +57,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	if err := ix.Delete(ctx, 3, 4, 500); err != nil {
 		t.Fatal(err)
 	}
-	if err := ix.SetPriors(ctx, []uint32{1, 2, 700}, []float32{0.5, -2, 3.25}, []float32{0, 1.5, -0.75}); err != nil {
+	if err := ix.SetPriors(ctx, []uint32{1, 2, 700}, []float32{0.5, -2, 3.25}, []float32{0, 1.5, -0.75}, nil); err != nil {
 		t.Fatal(err)
 	}
 	snap := ix.Snapshot()

@@ -53,6 +53,11 @@ type Doc struct {
 	// (Query.NewUser): for example the engagement of users in their first
 	// events, which differs from everyone's. Zero: no prior.
 	NewUserPrior float32
+	// Fresh marks a doc whose popularity coordinate the re-rank reads as
+	// at least the index's popularity floor (see SetPopularityFloor) when
+	// the query weighs the priors: a new ad, which has no engagement to
+	// show in its embedding yet.
+	Fresh bool
 }
 
 // Options configures an [Index]. Zero fields take defaults.
@@ -143,12 +148,13 @@ func (ix *Index) Upsert(ctx context.Context, docs ...Doc) error {
 }
 
 // SetPriors replaces the priors of live docs (ids[i] gets priors[i] and
-// newUser[i], see Doc.Prior and Doc.NewUserPrior) and publishes one new
+// newUser[i], see Doc.Prior and Doc.NewUserPrior, and fresh[i], see
+// Doc.Fresh; a nil fresh marks none of ids fresh) and publishes one new
 // snapshot; bags and postings are untouched. Ids that are not live are
 // ignored.
-func (ix *Index) SetPriors(ctx context.Context, ids []uint32, priors, newUser []float32) error {
-	if len(ids) != len(priors) || len(ids) != len(newUser) {
-		return fmt.Errorf("set priors: %w: %d ids, %d priors, %d new-user priors", ErrBadQuery, len(ids), len(priors), len(newUser))
+func (ix *Index) SetPriors(ctx context.Context, ids []uint32, priors, newUser []float32, fresh []bool) error {
+	if len(ids) != len(priors) || len(ids) != len(newUser) || fresh != nil && len(ids) != len(fresh) {
+		return fmt.Errorf("set priors: %w: %d ids, %d priors, %d new-user priors, %d fresh flags", ErrBadQuery, len(ids), len(priors), len(newUser), len(fresh))
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("set priors: %w", err)
@@ -159,7 +165,37 @@ func (ix *Index) SetPriors(ctx context.Context, ids []uint32, priors, newUser []
 	for i, id := range ids {
 		if tx.s.live.Contains(id) {
 			tx.setPriors(id, priors[i], newUser[i])
+			tx.setFresh(id, fresh != nil && fresh[i])
 		}
+	}
+	ix.cur.Store(tx.commit())
+	return nil
+}
+
+// SetPopularityFloor sets the popularity floor of fresh docs (Doc.Fresh)
+// and publishes one new snapshot: coordinate axis of the embeddings is
+// their popularity, and a fresh doc's reads as at least the rank-th
+// largest among the live docs now (rank >= 1). The floor is computed once,
+// here; axis < 0 or rank < 1 turns it off.
+func (ix *Index) SetPopularityFloor(ctx context.Context, axis, rank int) error {
+	if axis >= ix.q.dim {
+		return fmt.Errorf("set popularity floor: %w: axis %d of %d", ErrBadQuery, axis, ix.q.dim)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("set popularity floor: %w", err)
+	}
+	ix.mtx.Lock()
+	defer ix.mtx.Unlock()
+	tx := begin(ix.cur.Load())
+	tx.s.popAxis, tx.s.popFloor = -1, 0
+	if axis >= 0 && rank >= 1 && !tx.s.live.IsEmpty() {
+		vals := make([]float32, 0, tx.s.live.GetCardinality())
+		it := tx.s.live.Iterator()
+		for it.HasNext() {
+			vals = append(vals, tx.s.emb.at(int(it.Next()))[axis])
+		}
+		slices.Sort(vals)
+		tx.s.popAxis, tx.s.popFloor = axis, vals[max(0, len(vals)-rank)]
 	}
 	ix.cur.Store(tx.commit())
 	return nil
@@ -286,7 +322,10 @@ type Snapshot struct {
 	attrBits pvec[*roaring.Bitmap] // by attr id
 	nAttrs   int
 	search   SearchOptions
-	porder   *priorOrder // this snapshot's own, made empty
+	porder   *priorOrder     // this snapshot's own, made empty
+	fresh    *roaring.Bitmap // Doc.Fresh; shared until a txn changes it
+	popAxis  int             // the popularity coordinate of the floor (-1: no floor)
+	popFloor float32         // the least popularity coordinate a fresh doc is read with
 }
 
 func emptySnapshot(q *Quantizer) *Snapshot {
@@ -295,6 +334,8 @@ func emptySnapshot(q *Quantizer) *Snapshot {
 		live:     roaring.New(),
 		emb:      pvec[float32]{width: q.dim},
 		prior:    pvec[float32]{width: 2},
+		fresh:    roaring.New(),
+		popAxis:  -1,
 		meta:     pvec[[]uint32]{width: 1},
 		post:     pvec[*roaring.Bitmap]{width: 1},
 		dict:     &attrDict{ids: make(map[string]uint32)},
@@ -365,6 +406,9 @@ func (s *Snapshot) Priors(id uint32) (prior, newUser float32, ok bool) {
 	}
 	return p[0], p[1], true
 }
+
+// Fresh reports whether a live doc is marked fresh (Doc.Fresh).
+func (s *Snapshot) Fresh(id uint32) bool { return s.live.Contains(id) && s.fresh.Contains(id) }
 
 // Tokens returns the bag (sorted tokens) of a live doc.
 func (s *Snapshot) Tokens(id uint32) ([]Token, bool) {
@@ -461,6 +505,7 @@ type txn struct {
 	attrBits *pvecTxn[*roaring.Bitmap]
 	ownPost  map[int]bool // posting bitmaps cloned in this txn
 	ownAttr  map[int]bool
+	ownFresh bool // s.fresh is this txn's copy
 	// bulk mode (Build): postings collected as sorted id lists.
 	bulkPost map[int][]uint32
 }
@@ -524,6 +569,7 @@ func (tx *txn) remove(id uint32) {
 		tx.attrForWrite(int(a)).Remove(id)
 	}
 	tx.meta.set(int(id), nil)
+	tx.setFresh(id, false)
 }
 
 func (tx *txn) internAttr(key, value string) uint32 {
@@ -556,10 +602,27 @@ func (tx *txn) setPriors(id uint32, prior, newUser float32) {
 	p[0], p[1] = prior, newUser
 }
 
+// setFresh sets or clears doc id's Doc.Fresh, copying the snapshot's
+// bitmap on the txn's first change.
+func (tx *txn) setFresh(id uint32, fresh bool) {
+	if tx.s.fresh.Contains(id) == fresh {
+		return
+	}
+	if !tx.ownFresh {
+		tx.s.fresh, tx.ownFresh = tx.s.fresh.Clone(), true
+	}
+	if fresh {
+		tx.s.fresh.Add(id)
+	} else {
+		tx.s.fresh.Remove(id)
+	}
+}
+
 func (tx *txn) add(d *Doc, toks []Token) {
 	id := d.ID
 	copy(tx.emb.slot(int(id)), d.Embedding)
 	tx.setPriors(id, d.Prior, d.NewUserPrior)
+	tx.setFresh(id, d.Fresh)
 	var attrIDs []uint32
 	for _, k := range sortedKeys(d.Attrs) {
 		for _, v := range d.Attrs[k] {

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"math"
+	"slices"
 	"testing"
 
 	"github.com/RoaringBitmap/roaring/v2"
@@ -29,7 +31,7 @@ func TestPriors(t *testing.T) {
 	all, _ := before.Search(ctx, Query{Vector: v, K: 600, Exhaustive: true})
 	last := all.Hits[len(all.Hits)-1].ID
 	second := all.Hits[len(all.Hits)-2].ID // lifted for new users only
-	if err := ix.SetPriors(ctx, []uint32{last, second, 100000}, []float32{10, 0, 1}, []float32{0, 10, 1}); err != nil {
+	if err := ix.SetPriors(ctx, []uint32{last, second, 100000}, []float32{10, 0, 1}, []float32{0, 10, 1}, nil); err != nil {
 		t.Fatal(err)
 	}
 	after := ix.Snapshot()
@@ -83,7 +85,7 @@ func TestPriors(t *testing.T) {
 	if p, u, _ := ix.Snapshot().Priors(last); p != -3 || u != 2 {
 		t.Errorf("priors after Upsert = %v, %v, want -3, 2", p, u)
 	}
-	if err := ix.SetPriors(ctx, []uint32{1}, []float32{1}, nil); err == nil {
+	if err := ix.SetPriors(ctx, []uint32{1}, []float32{1}, nil, nil); err == nil {
 		t.Errorf("SetPriors with mismatched lengths: no error")
 	}
 }
@@ -156,7 +158,7 @@ func TestReadOldVersions(t *testing.T) {
 		t.Run(fmt.Sprintf("version %d", tc.version), func(t *testing.T) {
 			ix, _ := testIndex(t, 300, 6)
 			if tc.priors {
-				if err := ix.SetPriors(ctx, []uint32{1, 250}, []float32{0.5, -1}, []float32{0, 0}); err != nil {
+				if err := ix.SetPriors(ctx, []uint32{1, 250}, []float32{0.5, -1}, []float32{0, 0}, nil); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -226,4 +228,140 @@ func downgrade(t *testing.T, b []byte, dim int, version uint32) []byte {
 		rest = rest[12+n+4:]
 	}
 	return out
+}
+
+// TestPopularityFloor checks the popularity floor of fresh docs: with a
+// non-zero PriorWeight a fresh doc scores as if its popularity coordinate
+// were raised to the floor (the rank-th largest of the live docs) and its
+// embedding re-normalised, the gain reported in Parts.Prior; a doc that is
+// not fresh, a zero PriorWeight, a doc already above the floor or no floor
+// change nothing. Upsert and Delete set and clear the flag.
+func TestPopularityFloor(t *testing.T) {
+	ctx := context.Background()
+	ix, s := testIndex(t, 600, 5)
+	v := s.queries(1, 3)[0]
+	snap := ix.Snapshot()
+	axis := len(v) - 1
+	const rank = 20
+	// The doc least popular by the coordinate, and the floor value.
+	var low, high uint32
+	var coords []float32
+	it := snap.Live().Iterator()
+	for it.HasNext() {
+		id := it.Next()
+		e, _ := snap.Embedding(id)
+		coords = append(coords, e[axis])
+		if el, _ := snap.Embedding(low); e[axis] < el[axis] {
+			low = id
+		}
+		if eh, _ := snap.Embedding(high); e[axis] > eh[axis] {
+			high = id
+		}
+	}
+	slices.Sort(coords)
+	floor := coords[len(coords)-rank]
+	if err := ix.SetPriors(ctx, []uint32{low, high}, []float32{0, 0}, []float32{0, 0}, []bool{true, true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ix.SetPopularityFloor(ctx, axis, rank); err != nil {
+		t.Fatal(err)
+	}
+	floored := ix.Snapshot()
+	if err := ix.SetPopularityFloor(ctx, axis+1, rank); err == nil {
+		t.Errorf("SetPopularityFloor(axis %d of %d): no error", axis+1, axis+1)
+	}
+	if err := ix.SetPopularityFloor(ctx, -1, rank); err != nil {
+		t.Fatal(err)
+	}
+	noFloor := ix.Snapshot()
+	if err := ix.SetPopularityFloor(ctx, axis, rank); err != nil {
+		t.Fatal(err)
+	}
+	if err := ix.SetPriors(ctx, []uint32{low}, []float32{0}, []float32{0}, nil); err != nil {
+		t.Fatal(err)
+	}
+	notFresh := ix.Snapshot()
+
+	hit := func(snap *Snapshot, w float32, id uint32) Hit {
+		t.Helper()
+		res, err := snap.Search(ctx, Query{Vector: v, K: 600, Exhaustive: true, PriorWeight: w})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, h := range res.Hits {
+			if h.ID == id {
+				return h
+			}
+		}
+		t.Fatalf("doc %d not retrieved", id)
+		return Hit{}
+	}
+	e, _ := snap.Embedding(low)
+	raised := slices.Clone(e)
+	raised[axis] = floor
+	norm := float32(math.Sqrt(float64(Dot(raised, raised))))
+	for i := range raised {
+		raised[i] /= norm
+	}
+	plain, lifted := Dot(v, e), Dot(v, raised)
+	if lifted == plain || floor <= e[axis] {
+		t.Fatalf("test data: floor %v over coordinate %v changes nothing (%v)", floor, e[axis], plain)
+	}
+	eh, _ := snap.Embedding(high)
+	for _, tc := range []struct {
+		name string
+		snap *Snapshot
+		w    float32
+		id   uint32
+		want float32 // the score
+	}{
+		{"fresh doc below the floor, prior weight 1", floored, 1, low, lifted},
+		{"prior weight 2: the lift is not scaled", floored, 2, low, lifted},
+		{"prior weight 0: the embeddings alone", floored, 0, low, plain},
+		{"no floor", noFloor, 1, low, plain},
+		{"not fresh", notFresh, 1, low, plain},
+		{"fresh doc above the floor", floored, 1, high, Dot(v, eh)},
+		{"an older snapshot", snap, 1, low, plain},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := hit(tc.snap, tc.w, tc.id)
+			if math.Abs(float64(h.Score-tc.want)) > 1e-5 {
+				t.Errorf("score %v, want %v", h.Score, tc.want)
+			}
+			if got := h.Parts.Similarity + h.Parts.Prior; math.Abs(float64(got-tc.want)) > 1e-5 || h.Parts.Similarity != Dot(v, tc.snap.mustEmbedding(t, tc.id)) {
+				t.Errorf("parts %+v: want similarity the plain dot product and the lift in prior", h.Parts)
+			}
+		})
+	}
+	if lifted <= plain && v[axis] > 0 {
+		t.Errorf("lifted score %v <= plain %v for a query with popularity weight %v", lifted, plain, v[axis])
+	}
+	// Upsert sets the flag from the doc, Delete clears it.
+	d := s.docs[low]
+	d.Fresh = true
+	if err := ix.Upsert(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	if h := hit(ix.Snapshot(), 1, low); math.Abs(float64(h.Score-lifted)) > 1e-5 {
+		t.Errorf("upserted fresh doc: score %v, want %v", h.Score, lifted)
+	}
+	if err := ix.Delete(ctx, low); err != nil {
+		t.Fatal(err)
+	}
+	d.Fresh = false
+	if err := ix.Upsert(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	if h := hit(ix.Snapshot(), 1, low); h.Score != plain {
+		t.Errorf("deleted and re-added as not fresh: score %v, want %v", h.Score, plain)
+	}
+}
+
+func (s *Snapshot) mustEmbedding(t *testing.T, id uint32) []float32 {
+	t.Helper()
+	e, ok := s.Embedding(id)
+	if !ok {
+		t.Fatalf("doc %d not live", id)
+	}
+	return e
 }

@@ -24,7 +24,7 @@ func TestPriorPassMatchesExhaustive(t *testing.T) {
 			newUser = append(newUser, float32(rng.Float64()*3))
 		}
 	}
-	if err := ix.SetPriors(ctx, ids, prior, newUser); err != nil {
+	if err := ix.SetPriors(ctx, ids, prior, newUser, nil); err != nil {
 		t.Fatal(err)
 	}
 	snap := ix.Snapshot()

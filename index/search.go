@@ -94,7 +94,8 @@ type Parts struct {
 	// embedding.
 	Similarity float32 `json:"similarity"`
 	// Prior is Query.PriorWeight times the doc's prior (its new-user prior
-	// for Query.NewUser).
+	// for Query.NewUser), plus, with a non-zero PriorWeight, what a fresh
+	// doc gains from the popularity floor (Index.SetPopularityFloor).
 	Prior float32 `json:"prior"`
 	// Boost is the doc's Query.Boost.
 	Boost float32 `json:"boost"`
@@ -360,8 +361,25 @@ func pushTop(h []Hit, k int, hit Hit) []Hit {
 	return h
 }
 
+// floorLift is what a fresh doc's similarity gains when its popularity
+// coordinate is read as at least the floor: the dot product of vec with
+// the unit embedding e whose popularity coordinate is raised to the floor
+// and which is re-normalised, minus sim = Dot(vec, e). It can be negative
+// for a query that weighs popularity below zero; a unit result keeps the
+// prior pass's similarity bound.
+func (s *Snapshot) floorLift(vec, e []float32, sim float32) float32 {
+	a, f := s.popAxis, s.popFloor
+	x := e[a]
+	if x >= f {
+		return 0
+	}
+	norm := float32(math.Sqrt(max(float64(1-x*x+f*f), 1e-12)))
+	return (sim+vec[a]*(f-x))/norm - sim
+}
+
 // rerank scores every candidate by dot product plus priorW times its prior
-// (channel 0: Doc.Prior, 1: Doc.NewUserPrior) plus its boost, and keeps the
+// (channel 0: Doc.Prior, 1: Doc.NewUserPrior; with priorW != 0 a fresh
+// doc's prior part also takes its floorLift) plus its boost, and keeps the
 // top k, best first (ties by smaller id). With priorPass, allowed docs
 // outside cand whose prior could lift them into the top k are scored too
 // (see priorPass).
@@ -377,8 +395,11 @@ func (s *Snapshot) rerank(ctx context.Context, vec []float32, priorW float32, ch
 		if priorW != 0 {
 			if p := s.prior.at(int(id)); p != nil {
 				parts.Prior = priorW * p[channel]
-				sc += parts.Prior
 			}
+			if s.popAxis >= 0 && s.fresh.Contains(id) {
+				parts.Prior += s.floorLift(vec, e, parts.Similarity)
+			}
+			sc += parts.Prior
 		}
 		sc += parts.Boost
 		return Hit{ID: id, Score: sc, Parts: parts}, true

@@ -203,6 +203,16 @@ func (m *Model) EmbedSubgraphsFrom(ctx gocontext.Context, src func(i int) Entiti
 // Levels returns the number of prototype levels.
 func (m *Model) Levels() int { return len(m.protos) }
 
+// PopularityAxis returns the coordinate of the embeddings that carries the
+// node's engagement counts (Config.Activity), or -1 when the model has
+// none.
+func (m *Model) PopularityAxis() int {
+	if m.cfg.Model.Activity <= 0 {
+		return -1
+	}
+	return m.cfg.Model.EmbedDim - 1
+}
+
 // Prototypes returns the L2-normalised prototypes of a level (0 = coarsest),
 // or nil when level is out of range. The result is shared: do not modify it.
 func (m *Model) Prototypes(level int) [][]float32 {

@@ -278,16 +278,16 @@ func (t *Priors) countLocked(ad uint32, c int) float64 {
 }
 
 // Doc notes ad's launch time from its entity e and returns its priors
-// (everyone's, new users'): for the doc of an ad being indexed. 0 for a nil
-// t.
-func (t *Priors) Doc(ad uint32, e *graph.Entity) (all, newUser float32) {
+// (everyone's, new users') and whether it is fresh (index.Doc.Fresh): for
+// the doc of an ad being indexed. 0 and false for a nil t.
+func (t *Priors) Doc(ad uint32, e *graph.Entity) (all, newUser float32, fresh bool) {
 	if t == nil {
-		return 0, 0
+		return 0, 0, false
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.noteLocked(ad, e)
-	return t.priorLocked(ad, allUsers), t.priorLocked(ad, newUsers)
+	return t.priorLocked(ad, allUsers), t.priorLocked(ad, newUsers), t.freshLocked(ad)
 }
 
 // priorLocked returns ad's prior in channel c, ln(1+count), the count raised
@@ -304,15 +304,16 @@ func (t *Priors) priorLocked(ad uint32, c int) float32 {
 	return float32(math.Log1p(n))
 }
 
-// setPriorsLocked writes the priors of ads (both channels) into the live
-// index; t.mu must be held.
+// setPriorsLocked writes the priors of ads (both channels) and their
+// freshness into the live index; t.mu must be held.
 func (t *Priors) setPriorsLocked(ctx context.Context, ix *index.Index, ads []uint32) error {
 	all := make([]float32, len(ads))
 	newUser := make([]float32, len(ads))
+	fresh := make([]bool, len(ads))
 	for i, ad := range ads {
-		all[i], newUser[i] = t.priorLocked(ad, allUsers), t.priorLocked(ad, newUsers)
+		all[i], newUser[i], fresh[i] = t.priorLocked(ad, allUsers), t.priorLocked(ad, newUsers), t.freshLocked(ad)
 	}
-	return ix.SetPriors(ctx, ads, all, newUser)
+	return ix.SetPriors(ctx, ads, all, newUser, fresh)
 }
 
 // advanceLocked moves the priors' time to now (never back) and returns the
@@ -361,7 +362,7 @@ func (t *Priors) Sync(ctx context.Context, ix *index.Index) error {
 		err = t.setPriorsLocked(ctx, ix, ids)
 	} else {
 		zero := make([]float32, len(ids))
-		err = ix.SetPriors(ctx, ids, zero, zero)
+		err = ix.SetPriors(ctx, ids, zero, zero, nil)
 	}
 	if err != nil {
 		return fmt.Errorf("set ad priors: %w", err)

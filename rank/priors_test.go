@@ -134,8 +134,8 @@ func TestTrend(t *testing.T) {
 
 	// An ad indexed later notes its launch from its entity.
 	late := ad("late", map[string]string{"start_time": date(t0 + 99*day)})
-	if all, newUser := tr.Doc(late, store.Entity(graph.NodeID{Type: graph.NodeAd, Idx: late})); all == 0 || newUser == 0 {
-		t.Errorf("ad launched yesterday, indexed now: priors %v, %v, want the floors", all, newUser)
+	if all, newUser, fresh := tr.Doc(late, store.Entity(graph.NodeID{Type: graph.NodeAd, Idx: late})); all == 0 || newUser == 0 || !fresh {
+		t.Errorf("ad launched yesterday, indexed now: priors %v, %v, fresh %v; want the floors, fresh", all, newUser, fresh)
 	}
 
 	// The exploration budget: a fresh ad keeps the floor until it has

@@ -185,6 +185,9 @@ func (e *Engine) Publish(ctx context.Context, s *Served) error {
 	if err := s.Live.Priors.Sync(ctx, s.Live.Index); err != nil {
 		return fmt.Errorf("publish %s: %w", s.Gen.Version, err)
 	}
+	if err := s.Live.Index.SetPopularityFloor(ctx, s.popularityAxis(), e.opts.Rank.Prior.FreshRank); err != nil {
+		return fmt.Errorf("publish %s: %w", s.Gen.Version, err)
+	}
 	e.cur.Store(s)
 	e.cache.reset()
 	e.logger.Info("generation published", "version", s.Gen.Version, "index_size", s.IndexSize(),
@@ -349,8 +352,8 @@ func (e *Engine) indexFresh(ctx context.Context, s *Served, ents []graph.Entity,
 	}
 	docs := make([]index.Doc, len(ids))
 	for i, id := range ids {
-		all, newUser := s.Live.Priors.Doc(id.Idx, e.store.Entity(id))
-		docs[i] = index.Doc{ID: id.Idx, Embedding: vecs[i], Attrs: adAttrs(e.store, id, asOf), Prior: all, NewUserPrior: newUser}
+		all, newUser, fresh := s.Live.Priors.Doc(id.Idx, e.store.Entity(id))
+		docs[i] = index.Doc{ID: id.Idx, Embedding: vecs[i], Attrs: adAttrs(e.store, id, asOf), Prior: all, NewUserPrior: newUser, Fresh: fresh}
 	}
 	if err := s.Live.Index.Upsert(ctx, docs...); err != nil {
 		return fmt.Errorf("upsert fresh ads: %w", err)

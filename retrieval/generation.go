@@ -99,6 +99,15 @@ func (s *Served) sampler(store *graph.Store, narrow bool) *graph.Sampler {
 	return s.sm.Load()
 }
 
+// popularityAxis is the generation's model's popularity coordinate (-1:
+// none, or no model).
+func (s *Served) popularityAxis() int {
+	if s.Gen.Model == nil {
+		return -1
+	}
+	return s.Gen.Model.PopularityAxis()
+}
+
 // IndexSize returns the number of ads in the live index.
 func (s *Served) IndexSize() int {
 	if s == nil || s.Live == nil || s.Live.Index == nil {

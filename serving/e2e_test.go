@@ -463,6 +463,13 @@ func TestEndToEnd(t *testing.T) {
 		if p := prior("ad-vintage"); p != 0 {
 			t.Errorf("ad launched in 1999: prior %v, want 0", p)
 		}
+		// Fresh ads are marked for the popularity floor of the re-rank.
+		for name, want := range map[string]bool{"ad-launch": true, "ad-vintage": false} {
+			id, _ := env.srv.Store().Lookup(graph.Ref{Type: graph.NodeAd, ID: name})
+			if got := env.srv.Served().Live.Index.Snapshot().Fresh(id.Idx); got != want {
+				t.Errorf("%s: fresh %v, want %v", name, got, want)
+			}
+		}
 	})
 
 	t.Run("a known user's new event is used at once", func(t *testing.T) {

@@ -460,7 +460,7 @@ export interface components {
             explain?: boolean;
             /**
              * Format: float
-             * @description Weight of the ads' engagement prior in the exact re-rank: an ad scores dot(user, ad) + prior_weight * ln(1 + n), where n is the ad's recency-weighted engagement (clicks or deeper, and impressions at the server's --prior-impressions weight); an ad launched within the server's --fresh-window (attribute start_time or release_date) counts at least as much as the ad ranked --fresh-rank until it has --fresh-events engagement events. For a new user (at most the server's --new-user-events events, stored plus context_events) n counts the events users made while new plus --new-user-shrink times everyone's. 0 ranks by the embeddings alone. Default: the server's --prior-weight (1).
+             * @description Weight of the ads' engagement prior in the exact re-rank: an ad scores dot(user, ad) + prior_weight * ln(1 + n), where n is the ad's recency-weighted engagement (clicks or deeper, and impressions at the server's --prior-impressions weight); an ad launched within the server's --fresh-window (attribute start_time or release_date) counts at least as much as the ad ranked --fresh-rank until it has --fresh-events engagement events, and (prior_weight above 0) its embedding's popularity coordinate is read as at least the --fresh-rank-th largest of the indexed ads' (the embedding re-normalised; the gain is part of the prior in explain). For a new user (at most the server's --new-user-events events, stored plus context_events) n counts the events users made while new plus --new-user-shrink times everyone's. 0 ranks by the embeddings alone. Default: the server's --prior-weight (1).
              */
             prior_weight?: number;
             /**
@@ -497,7 +497,7 @@ export interface components {
             similarity: number;
             /**
              * Format: float
-             * @description prior_weight times the ad's engagement prior (its new-user prior for a new user).
+             * @description prior_weight times the ad's engagement prior (its new-user prior for a new user), plus, for a fresh ad, what its floored popularity coordinate adds to the similarity.
              */
             prior: number;
             /**
