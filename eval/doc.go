@@ -48,11 +48,13 @@
 // [Approximator] also gets its top-K recall against the exact method's.
 // [Ours] provides both: [NewOurs] trains our model on a graph.Store built
 // from the training view only (entities, structure edges and engagement up to
-// the cut), builds the production snapshot with serving.BuildSnapshot, and
-// [Ours.Methods] returns "ours-dense" (exact dot product over every ad) and
-// "ours-tokens" (serving.Snapshot.RetrieveVector: BoM query bag, postings,
-// exact re-rank with the engagement prior and the co-engagement term); both
-// add the same terms to the dot product. Users are embedded from their
+// the cut), builds the generation with retrieval.Build and publishes it in a
+// retrieval.Engine, and [Ours.Methods] returns "ours-dense" (Engine.Retrieve
+// re-ranking every ad) and "ours-tokens" (Engine.Retrieve as POST
+// /v1/retrieve runs it: BoM query bag, postings, exact re-rank with the
+// engagement prior and the co-engagement term); both add the same terms to
+// the dot product. With OursOptions.Parts it also returns "ours-popularity"
+// and "ours-interest", which rank every ad by one part of the embeddings. Users are embedded from their
 // neighbourhood as of the query time, and replayed events are added to the
 // store, the priors and the co-engagement counts. [Ours.TokenLevels] gives
 // the truth protocol each ad's argmax prototype per level.

@@ -12,6 +12,7 @@ import (
 	"slices"
 
 	"github.com/hir-ads/hir/graph"
+	"github.com/hir-ads/hir/index"
 	"github.com/hir-ads/hir/model"
 	"github.com/hir-ads/hir/rank"
 	"github.com/hir-ads/hir/retrieval"
@@ -27,6 +28,17 @@ const (
 	// MethodOursTokens is the production path: retrieval.Engine.Retrieve
 	// through the token index, as POST /v1/retrieve runs it.
 	MethodOursTokens = "ours-tokens"
+	// MethodOursParts selects, beside both of our methods, the two
+	// diagnostics of what each part of the embeddings carries
+	// (OursOptions.Parts).
+	MethodOursParts = "ours-parts"
+	// MethodOursPopularity ranks every ad by its popularity coordinate,
+	// in the direction of the user's (the user's vector reduced to the sign
+	// of its popularity coordinate).
+	MethodOursPopularity = "ours-popularity"
+	// MethodOursInterest ranks every ad by the interest part alone (the
+	// user's popularity coordinate zeroed).
+	MethodOursInterest = "ours-interest"
 )
 
 // OursOptions configures [Ours].
@@ -56,6 +68,11 @@ type OursOptions struct {
 	TrainLog io.Writer
 	// Logger receives progress (default discard).
 	Logger *slog.Logger
+	// Parts adds [MethodOursPopularity] and [MethodOursInterest] to
+	// Methods: exact ranking by one part of the embeddings, without the
+	// re-rank's other terms. Fit fails when the model has no popularity
+	// coordinate.
+	Parts bool
 }
 
 // Ours is our model under evaluation, answered by the service's own
@@ -80,6 +97,7 @@ type Ours struct {
 
 	dense  *oursMethod
 	tokens *oursMethod
+	parts  []Recommender
 }
 
 // NewOurs returns our model for the harness; pass [Ours.Methods] in
@@ -103,12 +121,16 @@ func NewOurs(opts OursOptions) *Ours {
 	o := &Ours{opts: opts, log: opts.Logger}
 	o.dense = &oursMethod{o: o, name: MethodOursDense, exhaustive: true}
 	o.tokens = &oursMethod{o: o, name: MethodOursTokens}
+	if opts.Parts {
+		o.parts = []Recommender{&oursPart{o: o, name: MethodOursPopularity, popularity: true}, &oursPart{o: o, name: MethodOursInterest}}
+	}
 	return o
 }
 
 // Methods returns exhaustive retrieval ([MethodOursDense]) and the token
-// index ([MethodOursTokens], an [Approximator] of the former), in that order.
-func (o *Ours) Methods() []Recommender { return []Recommender{o.dense, o.tokens} }
+// index ([MethodOursTokens], an [Approximator] of the former), in that order,
+// then with OursOptions.Parts the two part methods.
+func (o *Ours) Methods() []Recommender { return append([]Recommender{o.dense, o.tokens}, o.parts...) }
 
 // Model returns the fitted model, nil before Fit.
 func (o *Ours) Model() *model.Model { return o.model }
@@ -351,4 +373,71 @@ func (o *Ours) MeanCandidates() float64 {
 		return 0
 	}
 	return float64(o.tokens.candidates) / float64(o.tokens.queries)
+}
+
+// oursPart ranks every ad by one part of the user's embedding, with no
+// prior, co-engagement or token index: the popularity coordinate (the
+// user's vector reduced to the sign of its popularity coordinate, so that
+// the ads rank by theirs) or the interest part (the popularity coordinate
+// zeroed). A diagnostic of what each part carries; the user's vector is
+// the one retrieval uses now (retrieval.Engine.Vector), the ads' are the
+// generation's.
+type oursPart struct {
+	o          *Ours
+	name       string
+	popularity bool
+}
+
+func (m *oursPart) Name() string { return m.name }
+
+// Fit checks that our dense method was fitted first and that the model has
+// a popularity coordinate.
+func (m *oursPart) Fit(context.Context, *TrainView) error {
+	switch {
+	case m.o.engine == nil:
+		return fmt.Errorf("%w: %s is fitted before %s", ErrBadConfig, m.name, MethodOursDense)
+	case m.o.model.PopularityAxis() < 0:
+		return fmt.Errorf("%w: %s: the model has no popularity coordinate", ErrBadConfig, m.name)
+	}
+	return nil
+}
+
+// TopK ranks the generation's ads by the dot product with the user's vector
+// reduced to the method's part, skipping excluded items.
+func (m *oursPart) TopK(ctx context.Context, q *Query, dst []int32) ([]int32, error) {
+	vec, s, err := m.o.engine.Vector(ctx, graph.Ref{Type: graph.NodeUser, ID: m.o.cat.Users[q.User]})
+	if err != nil {
+		return nil, fmt.Errorf("%s: vector of user %d: %w", m.name, q.User, err)
+	}
+	axis := m.o.model.PopularityAxis()
+	v := slices.Clone(vec)
+	if m.popularity {
+		sign := float32(1)
+		if v[axis] < 0 {
+			sign = -1
+		}
+		clear(v)
+		v[axis] = sign
+	} else {
+		v[axis] = 0
+	}
+	ads := s.Gen.Embeddings[graph.NodeAd]
+	type scored struct {
+		item  int32
+		score float32
+	}
+	all := make([]scored, 0, len(ads.Idx))
+	for r, n := range ads.Idx {
+		it, ok := m.o.nodeItem[n]
+		if !ok || q.Excluded(it) {
+			continue
+		}
+		all = append(all, scored{it, index.Dot(v, ads.Data[r*ads.Dim:(r+1)*ads.Dim])})
+	}
+	slices.SortFunc(all, func(a, b scored) int { return cmp.Or(cmp.Compare(b.score, a.score), cmp.Compare(a.item, b.item)) })
+	dst = dst[:0]
+	for _, c := range all[:min(q.K, len(all))] {
+		dst = append(dst, c.item)
+	}
+	return dst, nil
 }

@@ -1,9 +1,12 @@
 package eval
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/hir-ads/hir/dataset"
@@ -133,6 +136,74 @@ func TestOursEndToEnd(t *testing.T) {
 	}
 	if filepath.Dir(filepath.Dir(dir)) != ours.opts.Dir {
 		t.Errorf("model version %s not under %s", dir, ours.opts.Dir)
+	}
+}
+
+// TestOursParts scores the two parts of the embeddings on a chrono window:
+// both answer every query, the popularity part ranks the ads by their
+// popularity coordinate for every user alike (so two users with nothing
+// excluded get the same list), and a model without the coordinate is
+// refused.
+func TestOursParts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains a model")
+	}
+	ctx := context.Background()
+	data := t.TempDir()
+	if _, err := dataset.Synth(ctx, dataset.SynthOptions{Users: 120, Ads: 150, Seed: 5, Coarse: 4, Mid: 8, Fine: 16, Days: 20}, data); err != nil {
+		t.Fatal(err)
+	}
+	opts := tinyOurs(t.TempDir())
+	opts.Parts = true
+	ours := NewOurs(opts)
+	defer ours.Close()
+	if got := len(ours.Methods()); got != 4 {
+		t.Fatalf("%d methods with Parts, want 4", got)
+	}
+	rep, err := Run(ctx, Config{Data: data, Protocol: ProtocolChrono, Methods: []string{"popularity"}, Extra: ours.Methods(), MaxQueries: 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []string{MethodOursPopularity, MethodOursInterest} {
+		if r := rep.Get(m, SliceAll); r == nil || r.Queries == 0 {
+			t.Fatalf("no %s result", m)
+		}
+	}
+	// The popularity part lists the ads by their coordinate, in the
+	// direction of the user's.
+	ads := ours.Engine().Current().Gen.Embeddings[graph.NodeAd]
+	axis := ours.Model().PopularityAxis()
+	coord := map[int32]float32{}
+	for r, n := range ads.Idx {
+		coord[ours.nodeItem[n]] = ads.Data[r*ads.Dim+axis]
+	}
+	for user := range int32(5) {
+		vec, _, err := ours.Engine().Vector(ctx, graph.Ref{Type: graph.NodeUser, ID: ours.cat.Users[user]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := ours.parts[0].TopK(ctx, &Query{User: user, K: 10}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := func(it int32) float32 {
+			if vec[axis] < 0 {
+				return -coord[it]
+			}
+			return coord[it]
+		}
+		if len(got) != 10 || !slices.IsSortedFunc(got, func(a, b int32) int { return cmp.Compare(key(b), key(a)) }) {
+			t.Errorf("user %d: popularity part %v, want 10 ads by their coordinate", user, got)
+		}
+	}
+
+	noPop := tinyOurs("")
+	noPop.Parts = true
+	noPop.Train.Model.Activity = -1
+	bare := NewOurs(noPop)
+	defer bare.Close()
+	if _, err := Run(ctx, Config{Data: data, Protocol: ProtocolChrono, Methods: []string{"popularity"}, Extra: bare.Methods(), MaxQueries: 5}); !errors.Is(err, ErrBadConfig) {
+		t.Errorf("parts of a model without a popularity coordinate: error %v, want ErrBadConfig", err)
 	}
 }
 

@@ -42,7 +42,7 @@ func parseEvalFlags(e *env, args []string) (*evalFlags, error) {
 	fs.StringVar(&f.cfg.Window, "window", "test", "test, or validation (tune on this one)")
 	fs.Float64Var(&f.cfg.TestFraction, "test-fraction", 0.2, "latest share of the interactions in the test window")
 	fs.IntVar(&f.cfg.MaxQueries, "max-queries", 0, "cap on the queries, spread evenly (0: all)")
-	methods := fs.String("methods", evalMethodsDefault(), "comma-separated methods: "+evalMethodsDefault()+" (ours = ours-dense and ours-tokens), or "+methodService+" (with --service; then the default)")
+	methods := fs.String("methods", evalMethodsDefault(), "comma-separated methods: "+evalMethodsDefault()+" (ours = ours-dense and ours-tokens; "+eval.MethodOursParts+" adds "+eval.MethodOursPopularity+" and "+eval.MethodOursInterest+", ranking by one part of the embeddings), or "+methodService+" (with --service; then the default)")
 	fs.StringVar(&f.jsonPath, "json", "", "write the JSON report here")
 	fs.StringVar(&f.mdPath, "md", "", "also write the Markdown table here")
 	fs.IntVar(&f.ours.Train.Steps, "steps", model.DefaultSteps, "training steps of our model")
@@ -95,7 +95,7 @@ func parseEvalFlags(e *env, args []string) (*evalFlags, error) {
 		return nil, errors.Join(errUsage, errors.New("--max-queries and --steps must be >= 0"))
 	}
 	f.cfg.Methods = []string{}
-	known := append(eval.MethodNames(), eval.MethodOurs, methodService)
+	known := append(eval.MethodNames(), eval.MethodOurs, eval.MethodOursParts, methodService)
 	for _, m := range strings.Split(*methods, ",") {
 		m = strings.TrimSpace(m)
 		switch {
@@ -104,6 +104,8 @@ func parseEvalFlags(e *env, args []string) (*evalFlags, error) {
 			return nil, errors.Join(errUsage, fmt.Errorf("--methods: unknown method %q (known: %s)", m, strings.Join(known, ", ")))
 		case m == eval.MethodOurs:
 			f.useOurs = true
+		case m == eval.MethodOursParts:
+			f.useOurs, f.ours.Parts = true, true
 		case m == methodService:
 			f.useService = true
 		case !slices.Contains(f.cfg.Methods, m):

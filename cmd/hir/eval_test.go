@@ -29,6 +29,7 @@ func TestParseEvalFlags(t *testing.T) {
 		wantErr  bool
 		methods  []string
 		ours     bool
+		parts    bool
 		protocol string
 		window   string
 		steps    int
@@ -42,6 +43,8 @@ func TestParseEvalFlags(t *testing.T) {
 			methods: []string{"item-knn"}, ours: true, protocol: "chrono", window: "test", steps: model.DefaultSteps},
 		{name: "baselines only", args: []string{"--data", "d", "--protocol", "truth", "--methods", "popularity,bpr"},
 			methods: []string{"popularity", "bpr"}, protocol: "truth", window: "test", steps: model.DefaultSteps},
+		{name: "the embeddings' parts", args: []string{"--data", "d", "--methods", "ours-parts,popularity"},
+			methods: []string{"popularity"}, ours: true, parts: true, protocol: "chrono", window: "test", steps: model.DefaultSteps},
 		{name: "no data", args: []string{"--protocol", "chrono"}, wantErr: true},
 		{name: "bad protocol", args: []string{"--data", "d", "--protocol", "online"}, wantErr: true},
 		{name: "bad window", args: []string{"--data", "d", "--window", "train"}, wantErr: true},
@@ -64,8 +67,8 @@ func TestParseEvalFlags(t *testing.T) {
 			if err != nil {
 				t.Fatalf("parseEvalFlags(%q): %v", tc.args, err)
 			}
-			if !slices.Equal(f.cfg.Methods, tc.methods) || f.useOurs != tc.ours {
-				t.Errorf("methods = %v ours %v, want %v ours %v", f.cfg.Methods, f.useOurs, tc.methods, tc.ours)
+			if !slices.Equal(f.cfg.Methods, tc.methods) || f.useOurs != tc.ours || f.ours.Parts != tc.parts {
+				t.Errorf("methods = %v ours %v parts %v, want %v ours %v parts %v", f.cfg.Methods, f.useOurs, f.ours.Parts, tc.methods, tc.ours, tc.parts)
 			}
 			if f.cfg.Protocol != tc.protocol || f.cfg.Window != tc.window || f.ours.Train.Steps != tc.steps || f.cfg.MaxQueries != tc.maxQ {
 				t.Errorf("protocol %q window %q steps %d max-queries %d, want %q %q %d %d", f.cfg.Protocol, f.cfg.Window,
