@@ -161,15 +161,24 @@ func encode(ctx *context.Context, c Config, inputs []*G.Node) *G.Node {
 	return G.L2Normalize(e, -1)
 }
 
+// popularityAxis is the coordinate of c's embeddings that carries the
+// anchor's engagement counts (the last one, when c.Activity > 0), or -1.
+func popularityAxis(c Config) int {
+	if c.Activity <= 0 {
+		return -1
+	}
+	return c.EmbedDim - 1
+}
+
 // interestMask is 1 on the interest coordinates of an embedding and 0 on
-// the popularity coordinate (the last one, when c.Activity > 0).
+// the popularity coordinate (see popularityAxis).
 func interestMask(c Config) []float32 {
 	m := make([]float32, c.EmbedDim)
 	for i := range m {
 		m[i] = 1
 	}
-	if c.Activity > 0 {
-		m[len(m)-1] = 0
+	if a := popularityAxis(c); a >= 0 {
+		m[a] = 0
 	}
 	return m
 }

@@ -206,12 +206,7 @@ func (m *Model) Levels() int { return len(m.protos) }
 // PopularityAxis returns the coordinate of the embeddings that carries the
 // node's engagement counts (Config.Activity), or -1 when the model has
 // none.
-func (m *Model) PopularityAxis() int {
-	if m.cfg.Model.Activity <= 0 {
-		return -1
-	}
-	return m.cfg.Model.EmbedDim - 1
-}
+func (m *Model) PopularityAxis() int { return popularityAxis(m.cfg.Model) }
 
 // Prototypes returns the L2-normalised prototypes of a level (0 = coarsest),
 // or nil when level is out of range. The result is shared: do not modify it.
