@@ -1,14 +1,27 @@
 package eval
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/hir-ads/hir/dataset"
 	"github.com/hir-ads/hir/graph"
 )
+
+// synthDir writes a dataset.Synth world of opts into a test directory and
+// returns the directory.
+func synthDir(t *testing.T, opts dataset.SynthOptions) string {
+	t.Helper()
+	dir := t.TempDir()
+	if _, err := dataset.Synth(context.Background(), opts, dir); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
 
 // synthWorld is a small planted-cluster world: each user engages mostly with
 // ads of one cluster, and an ad's text carries its cluster's words. Some users

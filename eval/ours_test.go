@@ -86,10 +86,7 @@ func TestOursEndToEnd(t *testing.T) {
 		t.Skip("trains a model")
 	}
 	ctx := context.Background()
-	data := t.TempDir()
-	if _, err := dataset.Synth(ctx, dataset.SynthOptions{Users: 200, Ads: 240, Seed: 3, Coarse: 4, Mid: 8, Fine: 16, Days: 20}, data); err != nil {
-		t.Fatal(err)
-	}
+	data := synthDir(t, dataset.SynthOptions{Users: 200, Ads: 240, Seed: 3, Coarse: 4, Mid: 8, Fine: 16, Days: 20})
 	ours := NewOurs(tinyOurs(t.TempDir()))
 	defer ours.Close()
 	rep, err := Run(ctx, Config{Data: data, Protocol: ProtocolTruth, Methods: []string{"popularity"},
@@ -149,10 +146,7 @@ func TestOursParts(t *testing.T) {
 		t.Skip("trains a model")
 	}
 	ctx := context.Background()
-	data := t.TempDir()
-	if _, err := dataset.Synth(ctx, dataset.SynthOptions{Users: 120, Ads: 150, Seed: 5, Coarse: 4, Mid: 8, Fine: 16, Days: 20}, data); err != nil {
-		t.Fatal(err)
-	}
+	data := synthDir(t, dataset.SynthOptions{Users: 120, Ads: 150, Seed: 5, Coarse: 4, Mid: 8, Fine: 16, Days: 20})
 	opts := tinyOurs(t.TempDir())
 	opts.Parts = true
 	ours := NewOurs(opts)

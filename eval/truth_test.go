@@ -12,11 +12,8 @@ import (
 // so its NMI and purity against the fine level must be 1, and its purity
 // against the coarser levels 1 (fine interests nest in them).
 func TestTruthProtocol(t *testing.T) {
-	dir := t.TempDir()
+	dir := synthDir(t, dataset.SynthOptions{Users: 300, Ads: 300, Seed: 3, Coarse: 4, Mid: 8, Fine: 24, Days: 20})
 	ctx := context.Background()
-	if _, err := dataset.Synth(ctx, dataset.SynthOptions{Users: 300, Ads: 300, Seed: 3, Coarse: 4, Mid: 8, Fine: 24, Days: 20}, dir); err != nil {
-		t.Fatal(err)
-	}
 	var truth *Truth
 	tokens := func(context.Context) ([]map[string]int, error) { return truth.Levels[2:], nil } // the fine level
 	cfg := Config{Data: dir, Protocol: ProtocolTruth, Methods: []string{"popularity", "content"}, TokenLevels: tokens}
