@@ -281,9 +281,12 @@ type benchResult struct {
 	firstErr string
 }
 
-// benchRun sends the bodies round-robin from cfg.concurrency clients: first
-// for cfg.warmup (not measured), then until cfg.duration passes or
-// cfg.requests measured requests are sent, whichever comes first.
+// benchRun sends the bodies round-robin from cfg.concurrency clients, each
+// sending its next request when the last is answered: first for
+// cfg.warmup (not measured), then until cfg.duration passes or
+// cfg.requests measured requests are sent, whichever comes first. Requests
+// sent before the end are waited for and measured; the rate is over the
+// time until the last is answered.
 func benchRun(ctx context.Context, cfg benchConfig, bodies [][]byte) (*benchReport, error) {
 	url := strings.TrimRight(cfg.url, "/")
 	if !strings.Contains(url, "://") {
@@ -316,27 +319,28 @@ func benchRun(ctx context.Context, cfg benchConfig, bodies [][]byte) (*benchRepo
 		return code, nil
 	}
 
-	// Warm-up: the server's caches and connections, not measured.
+	// Warm-up: the server's caches and connections, not measured. Like
+	// the measurement below it is a closed loop: a client sends its next
+	// request when the last one is answered, and no request is cut off
+	// (one cut off would go on running in the server beside the next).
 	var next atomic.Int64
 	if cfg.warmup > 0 {
-		wctx, cancel := context.WithTimeout(ctx, cfg.warmup)
+		end := time.Now().Add(cfg.warmup)
 		var wg sync.WaitGroup
 		for range cfg.concurrency {
 			wg.Go(func() {
-				for wctx.Err() == nil {
-					_, _ = send(wctx, bodies[int(next.Add(1)-1)%len(bodies)])
+				for ctx.Err() == nil && time.Now().Before(end) {
+					_, _ = send(ctx, bodies[int(next.Add(1)-1)%len(bodies)])
 				}
 			})
 		}
 		wg.Wait()
-		cancel()
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 	}
 
-	mctx, cancel := context.WithTimeout(ctx, cfg.duration)
-	defer cancel()
+	end := time.Now().Add(cfg.duration)
 	var issued atomic.Int64
 	results := make([]benchResult, cfg.concurrency)
 	var wg sync.WaitGroup
@@ -345,14 +349,14 @@ func benchRun(ctx context.Context, cfg benchConfig, bodies [][]byte) (*benchRepo
 		wg.Go(func() {
 			r := &results[w]
 			r.status = map[string]int{}
-			for mctx.Err() == nil {
+			for ctx.Err() == nil && time.Now().Before(end) {
 				if n := issued.Add(1); cfg.requests > 0 && n > int64(cfg.requests) {
 					return
 				}
 				t0 := time.Now()
-				code, err := send(mctx, bodies[int(next.Add(1)-1)%len(bodies)])
-				if err != nil && mctx.Err() != nil {
-					return // cut off by the deadline: not an outcome
+				code, err := send(ctx, bodies[int(next.Add(1)-1)%len(bodies)])
+				if err != nil && ctx.Err() != nil {
+					return // interrupted: not an outcome
 				}
 				d := time.Since(t0)
 				r.status[code]++

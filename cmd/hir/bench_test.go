@@ -5,8 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -144,5 +147,41 @@ func TestBenchFlags(t *testing.T) {
 				t.Errorf("run(%v) = %d, want 2; stderr:\n%s", tc.args, code, errw.String())
 			}
 		})
+	}
+}
+
+// TestBenchRunClosedLoop checks that the load generator never has more
+// requests at the server than its clients: a request is not cut off at the
+// end of the warm-up or of the measurement (a cut-off request goes on
+// running in the server beside the next ones, and a server bounding each
+// caller's share answered such overlaps with 429).
+func TestBenchRunClosedLoop(t *testing.T) {
+	const clients = 3
+	var running, peak atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := running.Add(1)
+		defer running.Add(-1)
+		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+		}
+		time.Sleep(30 * time.Millisecond) // a handler that does not watch its client
+		if n > clients {
+			http.Error(w, "too many requests of this caller in flight", http.StatusTooManyRequests)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"candidates":[]}`))
+	}))
+	defer srv.Close()
+	cfg := benchConfig{url: srv.URL, mode: benchKnown, concurrency: clients, warmup: 45 * time.Millisecond,
+		duration: 200 * time.Millisecond, k: 10}
+	rep, err := benchRun(context.Background(), cfg, [][]byte{[]byte(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Errors != 0 || peak.Load() > clients {
+		t.Errorf("errors %d (%v), peak requests at the server %d, want 0 and at most %d", rep.Errors, rep.Status, peak.Load(), clients)
+	}
+	if rep.Requests == 0 {
+		t.Errorf("no request measured: %+v", rep)
 	}
 }

@@ -62,6 +62,9 @@ type serveConfig struct {
 	// (retrieval.Options.EmbedBatch.Max and NarrowRequestView).
 	embedBatch int
 	narrowView bool
+	// debugAddr, when set, is the address of a second listener serving
+	// Go's profiles (net/http/pprof) under /debug/pprof/.
+	debugAddr string
 	// prior shapes the ads' engagement priors and their weight in the
 	// re-rank.
 	prior priorFlags
@@ -101,6 +104,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	fs.DurationVar(&cfg.maxQueueWait, "max-queue-wait", serving.DefaultMaxQueueWait, "how long a request waits for one of the --max-inflight slots before it is shed")
 	fs.IntVar(&cfg.embedBatch, "embed-batch", retrieval.DefaultEmbedBatchMax, "most request-time embeddings (never-seen users, context events) of concurrent requests run in one forward call (1: no batching)")
 	fs.BoolVar(&cfg.narrowView, "narrow-request-view", false, "embed request-time users from the model's narrow student view (faster; answers differ from the teacher view's)")
+	fs.StringVar(&cfg.debugAddr, "debug-addr", "", "serve Go's profiles (net/http/pprof, /debug/pprof/) on this second address, e.g. 127.0.0.1:6060 (empty: off; unauthenticated, keep it on loopback)")
 	cfg.prior.register(fs, "weight of the ads' engagement prior in the re-rank when a request names none")
 	level := fs.String("log-level", "info", "log level: debug, info (one access-log line per request), warn, error")
 	if err := parse(fs, args); err != nil {
@@ -208,6 +212,14 @@ func serve(ctx context.Context, e *env, cfg serveConfig) error {
 	bg, stopBG := context.WithCancel(ctx)
 	defer func() { stopBG(); wg.Wait() }()
 	wg.Go(func() { _ = store.RunCompactor(bg, time.Minute) })
+	if cfg.debugAddr != "" {
+		dln, err := net.Listen("tcp", cfg.debugAddr)
+		if err != nil {
+			return errors.Join(fmt.Errorf("--debug-addr: listen: %w", err), ln.Close(), srv.Close())
+		}
+		logger.Info("serving profiles", "addr", "http://"+dln.Addr().String()+"/debug/pprof/")
+		wg.Go(func() { serveDebug(bg, dln, logger) })
+	}
 	if cfg.ready != nil {
 		wg.Go(func() { cfg.ready(bg, srv, ln.Addr()) })
 	}

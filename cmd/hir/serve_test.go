@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -116,6 +117,7 @@ func TestServeFlags(t *testing.T) {
 		{"bad fresh rank", []string{"serve", "--data", "x", "--fresh-rank", "0"}, 2},
 		{"redis unreachable", []string{"serve", "--data", "DIR", "--redis", "127.0.0.1:1"}, 1},
 		{"bad replica id", []string{"serve", "--data", "DIR", "--redis", "127.0.0.1:1", "--replica-id", "a/b"}, 1},
+		{"bad debug address", []string{"serve", "--data", "DIR", "--debug-addr", "256.0.0.1:0"}, 1},
 		{"help", []string{"serve", "-h"}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -129,6 +131,42 @@ func TestServeFlags(t *testing.T) {
 				t.Errorf("run(%v) = %d, want %d; stderr:\n%s", tc.args, code, tc.code, errw.String())
 			}
 		})
+	}
+}
+
+// TestServeDebugAddr checks that --debug-addr serves Go's profiles on a
+// second listener, and that the API's listener does not.
+func TestServeDebugAddr(t *testing.T) {
+	e, _, stderr := serveTestEnv(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	got := map[string]int{}
+	ready := func(ctx context.Context, _ *serving.Server, addr net.Addr) {
+		defer cancel()
+		m := regexp.MustCompile(`addr=(http://\S+/debug/pprof/)`).FindStringSubmatch(stderr.String())
+		if m == nil {
+			t.Errorf("no profile address logged:\n%s", stderr)
+			return
+		}
+		for name, url := range map[string]string{"index": m[1], "heap": m[1] + "heap?debug=1",
+			"goroutines": m[1] + "goroutine?debug=1", "api listener": baseURL(addr) + "/debug/pprof/"} {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Errorf("%s: %v", name, err)
+				continue
+			}
+			_, _ = io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+			got[name] = res.StatusCode
+		}
+	}
+	if err := serve(ctx, e, serveConfig{dataDir: t.TempDir(), addr: "127.0.0.1:0", debugAddr: "127.0.0.1:0", ready: ready}); err != nil {
+		t.Fatalf("serve: %v\n%s", err, stderr)
+	}
+	want := map[string]int{"index": 200, "heap": 200, "goroutines": 200, "api listener": 404}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("status per path (-want +got):\n%s", diff)
 	}
 }
 
