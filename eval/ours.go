@@ -39,6 +39,13 @@ const (
 	// MethodOursInterest ranks every ad by the interest part alone (the
 	// user's popularity coordinate zeroed).
 	MethodOursInterest = "ours-interest"
+	// MethodOursContext is the production path for a user the service has
+	// never seen who arrives with their events as context: every query's
+	// user is a new id, with the user's profile as inline content and
+	// their events as of the query time (the newest
+	// retrieval.MaxContextEvents) as context events, embedded at request
+	// time (OursOptions.Context).
+	MethodOursContext = "ours-context"
 )
 
 // OursOptions configures [Ours].
@@ -73,6 +80,12 @@ type OursOptions struct {
 	// re-rank's other terms. Fit fails when the model has no popularity
 	// coordinate.
 	Parts bool
+	// Context adds [MethodOursContext].
+	Context bool
+	// NarrowRequestView embeds request-time users (MethodOursContext)
+	// from the model's narrow student view, as serving's
+	// retrieval.Options.NarrowRequestView.
+	NarrowRequestView bool
 }
 
 // Ours is our model under evaluation, answered by the service's own
@@ -124,12 +137,16 @@ func NewOurs(opts OursOptions) *Ours {
 	if opts.Parts {
 		o.parts = []Recommender{&oursPart{o: o, name: MethodOursPopularity, popularity: true}, &oursPart{o: o, name: MethodOursInterest}}
 	}
+	if opts.Context {
+		o.parts = append(o.parts, &oursContext{o: o})
+	}
 	return o
 }
 
 // Methods returns exhaustive retrieval ([MethodOursDense]) and the token
 // index ([MethodOursTokens], an [Approximator] of the former), in that order,
-// then with OursOptions.Parts the two part methods.
+// then with OursOptions.Parts the two part methods and with
+// OursOptions.Context [MethodOursContext].
 func (o *Ours) Methods() []Recommender { return append([]Recommender{o.dense, o.tokens}, o.parts...) }
 
 // Model returns the fitted model, nil before Fit.
@@ -243,7 +260,7 @@ func (o *Ours) fit(ctx context.Context, train *TrainView) error {
 		return fmt.Errorf("load model: %w", err)
 	}
 	if o.engine, err = retrieval.NewEngine(store, retrieval.Options{Rank: o.opts.Rank, Weights: o.opts.Weights,
-		Build: o.opts.Build, NoKeywords: true, Logger: o.log}); err != nil {
+		Build: o.opts.Build, NoKeywords: true, Logger: o.log, NarrowRequestView: o.opts.NarrowRequestView}); err != nil {
 		return fmt.Errorf("%w: %w", ErrBadConfig, err)
 	}
 	served, err := retrieval.Build(ctx, o.model, store, train.AsOf, o.opts.Build)
@@ -438,6 +455,59 @@ func (m *oursPart) TopK(ctx context.Context, q *Query, dst []int32) ([]int32, er
 	dst = dst[:0]
 	for _, c := range all[:min(q.K, len(all))] {
 		dst = append(dst, c.item)
+	}
+	return dst, nil
+}
+
+// oursContext is [MethodOursContext]: the query's user presented to the
+// engine as never seen, with their profile and events as the request's
+// content and context events, as an ad server that keeps the visit's
+// events itself would ask.
+type oursContext struct {
+	o *Ours
+}
+
+func (m *oursContext) Name() string { return MethodOursContext }
+
+// Fit checks that our dense method was fitted first.
+func (m *oursContext) Fit(context.Context, *TrainView) error {
+	if m.o.engine == nil {
+		return fmt.Errorf("%w: %s is fitted before %s", ErrBadConfig, MethodOursContext, MethodOursDense)
+	}
+	return nil
+}
+
+// TopK retrieves for a new user id carrying the query user's content and
+// newest events as of the query time.
+func (m *oursContext) TopK(ctx context.Context, q *Query, dst []int32) ([]int32, error) {
+	store := m.o.store
+	id := m.o.cat.Users[q.User]
+	user := graph.Ref{Type: graph.NodeUser, ID: "context/" + id}
+	req := retrieval.Request{User: &user, K: q.K, ExcludeSeen: true, AsOf: q.AsOf}
+	if n, ok := store.Lookup(graph.Ref{Type: graph.NodeUser, ID: id}); ok {
+		if ent := store.Entity(n); ent != nil {
+			c := *ent
+			c.ID = user.ID
+			req.Content = &c
+		}
+		store.Neighbors(n, q.AsOf, func(ed graph.Edge) bool { // newest first
+			if ed.Out {
+				req.ContextEvents = append(req.ContextEvents, graph.Event{Src: user, Dst: store.Ref(ed.Nbr), Type: ed.Type, TS: ed.TS, Weight: ed.Weight})
+			}
+			return len(req.ContextEvents) < retrieval.MaxContextEvents
+		})
+	}
+	res, err := m.o.engine.Retrieve(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("retrieve for user %d with context: %w", q.User, err)
+	}
+	dst = dst[:0]
+	for _, c := range res.Candidates {
+		it, ok := m.o.nodeItem[c.Ad]
+		if !ok || q.Excluded(it) {
+			continue
+		}
+		dst = append(dst, it)
 	}
 	return dst, nil
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -198,6 +199,64 @@ func TestOursParts(t *testing.T) {
 	defer bare.Close()
 	if _, err := Run(ctx, Config{Data: data, Protocol: ProtocolChrono, Methods: []string{"popularity"}, Extra: bare.Methods(), MaxQueries: 5}); !errors.Is(err, ErrBadConfig) {
 		t.Errorf("parts of a model without a popularity coordinate: error %v, want ErrBadConfig", err)
+	}
+}
+
+// TestOursContext checks MethodOursContext: each user asked for as never
+// seen, with their events as context, is embedded from those events (the
+// answers differ between users, which the same vector for every unknown
+// user would not give), and NarrowRequestView changes that embedding.
+func TestOursContext(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains a model")
+	}
+	ctx := context.Background()
+	data := synthDir(t, dataset.SynthOptions{Users: 120, Ads: 150, Seed: 5, Coarse: 4, Mid: 8, Fine: 16, Days: 20})
+	dir := t.TempDir()
+	opts := tinyOurs(dir)
+	opts.Context = true
+	ours := NewOurs(opts)
+	defer ours.Close()
+	if got := len(ours.Methods()); got != 3 {
+		t.Fatalf("%d methods with Context, want 3", got)
+	}
+	rep, err := Run(ctx, Config{Data: data, Protocol: ProtocolChrono, Methods: []string{"popularity"}, Extra: ours.Methods(), MaxQueries: 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := rep.Get(MethodOursContext, SliceAll); r == nil || r.Queries == 0 {
+		t.Fatalf("no %s result", MethodOursContext)
+	}
+	narrowOpts := tinyOurs("")
+	narrowOpts.ModelDir, narrowOpts.Context, narrowOpts.NarrowRequestView = dir, true, true
+	narrow := NewOurs(narrowOpts)
+	defer narrow.Close()
+	if _, err := Run(ctx, Config{Data: data, Protocol: ProtocolChrono, Methods: []string{"popularity"}, Extra: narrow.Methods(), MaxQueries: 5}); err != nil {
+		t.Fatal(err)
+	}
+	asOf := ours.store.MaxTS()
+	lists := map[string]bool{}
+	differ := 0
+	for user := range int32(8) {
+		q := &Query{User: user, K: 10, AsOf: asOf}
+		got, err := ours.parts[0].TopK(ctx, q, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lists[fmt.Sprint(got)] = true
+		n, err := narrow.parts[0].TopK(ctx, q, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, n) {
+			differ++
+		}
+	}
+	if len(lists) < 2 {
+		t.Errorf("every user with context got the same answer: %v", lists)
+	}
+	if differ == 0 {
+		t.Errorf("the narrow request view answered every user as the teacher view")
 	}
 }
 

@@ -221,14 +221,25 @@ func nearestL2(flat []float32, dim int, v []float32) (int32, float32) {
 	return best, bestD
 }
 
+// sqDist returns the squared Euclidean distance of a and b, which must
+// have the same length. Four accumulators, like Dot: one would chain every
+// addition on the previous one.
 func sqDist(a, b []float32) float32 {
 	b = b[:len(a)]
-	var s float32
-	for i, x := range a {
-		d := x - b[i]
-		s += d * d
+	var s0, s1, s2, s3 float32
+	i := 0
+	for ; i+4 <= len(a); i += 4 {
+		d0, d1, d2, d3 := a[i]-b[i], a[i+1]-b[i+1], a[i+2]-b[i+2], a[i+3]-b[i+3]
+		s0 += d0 * d0
+		s1 += d1 * d1
+		s2 += d2 * d2
+		s3 += d3 * d3
 	}
-	return s
+	for ; i < len(a); i++ {
+		d := a[i] - b[i]
+		s0 += d * d
+	}
+	return (s0 + s1) + (s2 + s3)
 }
 
 // Dot returns the dot product of a and b, which must have the same length.

@@ -72,7 +72,7 @@ func (s *Snapshot) byPrior(channel int) ([]uint32, float32) {
 // score minus bound cannot enter, and the pass stops at the first of them
 // in prior order. score computes a doc's hit. It returns the number of docs
 // it scored.
-func (s *Snapshot) priorPass(h []Hit, k int, priorW float32, channel int, bound float32, cand, allowed *roaring.Bitmap, score func(id uint32) (Hit, bool)) ([]Hit, int) {
+func (s *Snapshot) priorPass(h []Hit, k int, priorW float32, channel int, bound float32, cand *roaring.Bitmap, allowed allowSet, score func(id uint32) (Hit, bool)) ([]Hit, int) {
 	if priorW <= 0 || len(h) == 0 {
 		return h, 0
 	}
@@ -85,7 +85,7 @@ func (s *Snapshot) priorPass(h []Hit, k int, priorW float32, channel int, bound 
 	top, rest := s.byPrior(channel)
 	n := 0
 	consider := func(id uint32) {
-		if cand.Contains(id) || !allowed.Contains(id) {
+		if cand.Contains(id) || !allowed.contains(id) {
 			return
 		}
 		hit, ok := score(id)

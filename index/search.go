@@ -162,30 +162,30 @@ func (s *Snapshot) Search(ctx context.Context, q Query) (Result, error) {
 		o.ExhaustiveMax = q.Options.ExhaustiveMax
 	}
 	o.ResidualFirst = o.ResidualFirst || q.Options.ResidualFirst
-	var allowed *roaring.Bitmap // read only: may be the snapshot's own live set
+	// The docs passing the filters are allowed.base minus allowed.minus:
+	// excluding a user's few seen ads from every live doc would copy the
+	// whole live set per query, so that set is read as it is and the
+	// seen ads are taken out of the (far fewer) candidates instead.
+	var allowed allowSet
 	switch {
 	case q.Filter != nil:
-		var err error
-		if allowed, err = s.Allowed(q.Filter); err != nil {
+		base, err := s.Allowed(q.Filter)
+		if err != nil {
 			return Result{}, fmt.Errorf("search: %w", err)
 		}
 		if q.Restrict != nil {
-			allowed.And(q.Restrict)
+			base.And(q.Restrict)
 		}
-		if q.Exclude != nil {
-			allowed.AndNot(q.Exclude)
-		}
+		allowed.base, allowed.minus = base, q.Exclude
 	case q.Restrict != nil:
-		allowed = roaring.And(s.live, q.Restrict)
-		if q.Exclude != nil {
-			allowed.AndNot(q.Exclude)
-		}
-	case q.Exclude != nil:
-		allowed = roaring.AndNot(s.live, q.Exclude)
+		allowed.base, allowed.minus = roaring.And(s.live, q.Restrict), q.Exclude
 	default:
-		allowed = s.live
+		allowed.base, allowed.minus = s.live, q.Exclude // read only: the snapshot's own live set
 	}
-	res := Result{Allowed: int(allowed.GetCardinality())}
+	if allowed.minus != nil && !allowed.base.Intersects(allowed.minus) {
+		allowed.minus = nil
+	}
+	res := Result{Allowed: allowed.card()}
 	need := max(o.MinCandidates, o.CandidateFactor*q.K)
 	bag := q.Bag
 	if bag == nil && !q.Exhaustive {
@@ -193,24 +193,23 @@ func (s *Snapshot) Search(ctx context.Context, q Query) (Result, error) {
 	}
 	var cand *roaring.Bitmap
 	if q.Exhaustive || res.Allowed <= max(o.ExhaustiveMax, need) {
-		cand, res.Stage = allowed, StageFilteredAll
+		cand, res.Stage = allowed.all(), StageFilteredAll
 	} else {
 		cand, res.Level = s.tokenCandidates(bag, allowed, need, o.ResidualFirst)
 		res.Stage = StageTokens
 		if cand == nil {
-			cand, res.Stage = allowed, StageFilteredAll
+			cand, res.Stage = allowed.all(), StageFilteredAll
 		}
 	}
 	if q.Include != nil {
-		cand = roaring.Or(cand, roaring.And(q.Include, allowed))
+		cand = roaring.Or(cand, allowed.of(q.Include))
 	}
 	if len(q.Boost) > 0 && res.Stage != StageFilteredAll {
 		boosted := roaring.New()
 		for id := range q.Boost {
 			boosted.Add(id)
 		}
-		boosted.And(allowed)
-		cand = roaring.Or(cand, boosted)
+		cand = roaring.Or(cand, allowed.of(boosted))
 	}
 	res.Candidates = int(cand.GetCardinality())
 	rerankStart := time.Now()
@@ -225,15 +224,12 @@ func (s *Snapshot) Search(ctx context.Context, q Query) (Result, error) {
 	}
 	// Explanations: a hit's own bag (<= MaxTokens) ∩ the query bag, all
 	// hits' tokens in one backing array.
-	inBag := make(map[Token]bool, len(bag))
-	for _, wt := range bag {
-		inBag[wt.Token] = true
-	}
+	inBag := newTokenSet(bag)
 	n := 0
 	for i := range hits {
 		m := s.meta.get(int(hits[i].ID))
 		for _, t := range m[1 : 1+m[0]] {
-			if inBag[Token(t)] {
+			if inBag.has(Token(t)) {
 				n++
 			}
 		}
@@ -243,7 +239,7 @@ func (s *Snapshot) Search(ctx context.Context, q Query) (Result, error) {
 		m := s.meta.get(int(hits[i].ID))
 		lo := len(toks)
 		for _, t := range m[1 : 1+m[0]] {
-			if inBag[Token(t)] {
+			if inBag.has(Token(t)) {
 				toks = append(toks, Token(t))
 			}
 		}
@@ -260,7 +256,7 @@ func (s *Snapshot) Search(ctx context.Context, q Query) (Result, error) {
 // first and within a level by decreasing weight, until the union ∩ allowed
 // reaches need (widening: more tokens, then coarser levels). It returns nil
 // when the whole bag is not enough.
-func (s *Snapshot) tokenCandidates(bag []WeightedToken, allowed *roaring.Bitmap, need int, residualFirst bool) (*roaring.Bitmap, int) {
+func (s *Snapshot) tokenCandidates(bag []WeightedToken, allowed allowSet, need int, residualFirst bool) (*roaring.Bitmap, int) {
 	nLevels := len(s.levelOff) - 1
 	if !residualFirst {
 		nLevels = s.q.NumLevels()
@@ -294,7 +290,7 @@ func (s *Snapshot) tokenCandidates(bag []WeightedToken, allowed *roaring.Bitmap,
 			if n < check {
 				continue
 			}
-			cand := roaring.And(acc, allowed)
+			cand := allowed.of(acc)
 			got := int(cand.GetCardinality())
 			if got >= need {
 				return cand, l
@@ -384,7 +380,7 @@ func (s *Snapshot) floorLift(vec, e []float32, sim float32) float32 {
 // outside cand whose prior could lift them into the top k are scored too
 // (see priorPass).
 func (s *Snapshot) rerank(ctx context.Context, vec []float32, priorW float32, channel int, boost map[uint32]float32, cand *roaring.Bitmap, k int,
-	allowed *roaring.Bitmap, withPriorPass bool) ([]Hit, error) {
+	allowed allowSet, withPriorPass bool) ([]Hit, error) {
 	score := func(id uint32) (Hit, bool) {
 		e := s.emb.at(int(id))
 		if e == nil {
@@ -437,4 +433,79 @@ func (s *Snapshot) rerank(ctx context.Context, vec []float32, priorW float32, ch
 		return int(a.ID) - int(b.ID)
 	})
 	return h, nil
+}
+
+// tokenSet is the set of a query bag's tokens, for the explanations' one
+// membership test per token of each hit: open addressing in a power-of-two
+// table at most half full, cheaper than a map for these few keys.
+type tokenSet struct {
+	slots []uint64 // 1<<32 | token; 0: empty
+	shift uint
+}
+
+func newTokenSet(bag []WeightedToken) tokenSet {
+	bits := uint(4)
+	for 1<<bits < 2*len(bag) {
+		bits++
+	}
+	ts := tokenSet{slots: make([]uint64, 1<<bits), shift: 32 - bits}
+	for _, wt := range bag {
+		for i := ts.home(wt.Token); ; i = (i + 1) & uint32(len(ts.slots)-1) {
+			if v := ts.slots[i]; v == 0 || Token(v) == wt.Token {
+				ts.slots[i] = 1<<32 | uint64(wt.Token)
+				break
+			}
+		}
+	}
+	return ts
+}
+
+// home is t's first slot (Fibonacci hashing).
+func (ts tokenSet) home(t Token) uint32 { return uint32(t) * 0x9E3779B1 >> ts.shift }
+
+func (ts tokenSet) has(t Token) bool {
+	for i := ts.home(t); ; i = (i + 1) & uint32(len(ts.slots)-1) {
+		switch v := ts.slots[i]; {
+		case v == 0:
+			return false
+		case Token(v) == t:
+			return true
+		}
+	}
+}
+
+// allowSet is the docs a query allows: base minus minus (nil: nothing
+// taken out). Both bitmaps are read only.
+type allowSet struct {
+	base, minus *roaring.Bitmap
+}
+
+func (a allowSet) contains(id uint32) bool {
+	return a.base.Contains(id) && (a.minus == nil || !a.minus.Contains(id))
+}
+
+func (a allowSet) card() int {
+	n := a.base.GetCardinality()
+	if a.minus != nil {
+		n -= a.base.AndCardinality(a.minus)
+	}
+	return int(n)
+}
+
+// all returns the allowed docs as one bitmap (base itself when nothing is
+// taken out: read only).
+func (a allowSet) all() *roaring.Bitmap {
+	if a.minus == nil {
+		return a.base
+	}
+	return roaring.AndNot(a.base, a.minus)
+}
+
+// of returns a new bitmap of the docs of b that are allowed.
+func (a allowSet) of(b *roaring.Bitmap) *roaring.Bitmap {
+	out := roaring.And(b, a.base)
+	if a.minus != nil {
+		out.AndNot(a.minus)
+	}
+	return out
 }

@@ -42,7 +42,7 @@ func parseEvalFlags(e *env, args []string) (*evalFlags, error) {
 	fs.StringVar(&f.cfg.Window, "window", "test", "test, or validation (tune on this one)")
 	fs.Float64Var(&f.cfg.TestFraction, "test-fraction", 0.2, "latest share of the interactions in the test window")
 	fs.IntVar(&f.cfg.MaxQueries, "max-queries", 0, "cap on the queries, spread evenly (0: all)")
-	methods := fs.String("methods", evalMethodsDefault(), "comma-separated methods: "+evalMethodsDefault()+" (ours = ours-dense and ours-tokens; "+eval.MethodOursParts+" adds "+eval.MethodOursPopularity+" and "+eval.MethodOursInterest+", ranking by one part of the embeddings), or "+methodService+" (with --service; then the default)")
+	methods := fs.String("methods", evalMethodsDefault(), "comma-separated methods: "+evalMethodsDefault()+" (ours = ours-dense and ours-tokens; "+eval.MethodOursParts+" adds "+eval.MethodOursPopularity+" and "+eval.MethodOursInterest+", ranking by one part of the embeddings; "+eval.MethodOursContext+" asks for each user as never seen, with their profile and events as context), or "+methodService+" (with --service; then the default)")
 	fs.StringVar(&f.jsonPath, "json", "", "write the JSON report here")
 	fs.StringVar(&f.mdPath, "md", "", "also write the Markdown table here")
 	fs.IntVar(&f.ours.Train.Steps, "steps", model.DefaultSteps, "training steps of our model")
@@ -53,6 +53,7 @@ func parseEvalFlags(e *env, args []string) (*evalFlags, error) {
 	fs.StringVar(&f.ours.ModelDir, "model", "", "load this model instead of training (must be trained on nothing after the cut)")
 	prior := defaultPriorFlags()
 	prior.register(fs, "weight of the ads' engagement prior in our re-rank")
+	fs.BoolVar(&f.ours.NarrowRequestView, "narrow-request-view", false, "embed "+eval.MethodOursContext+"'s users from the model's narrow student view (serve's --narrow-request-view)")
 	fs.IntVar(&f.ours.Build.Search.ExhaustiveMax, "exhaustive-max", 1, "token index: re-rank the whole catalogue at most this size (serving default 16384)")
 	fs.StringVar(&f.service.URL, "service", "", "also score the HIR service at this URL through its REST API (method service; alone unless --methods names others); it must start empty: the training window is posted and trained on")
 	fs.StringVar(&f.service.APIKey, "service-api-key", "", "bearer API key for the service's writes (default env HIR_API_KEY)")
@@ -95,7 +96,7 @@ func parseEvalFlags(e *env, args []string) (*evalFlags, error) {
 		return nil, errors.Join(errUsage, errors.New("--max-queries and --steps must be >= 0"))
 	}
 	f.cfg.Methods = []string{}
-	known := append(eval.MethodNames(), eval.MethodOurs, eval.MethodOursParts, methodService)
+	known := append(eval.MethodNames(), eval.MethodOurs, eval.MethodOursParts, eval.MethodOursContext, methodService)
 	for _, m := range strings.Split(*methods, ",") {
 		m = strings.TrimSpace(m)
 		switch {
@@ -106,6 +107,8 @@ func parseEvalFlags(e *env, args []string) (*evalFlags, error) {
 			f.useOurs = true
 		case m == eval.MethodOursParts:
 			f.useOurs, f.ours.Parts = true, true
+		case m == eval.MethodOursContext:
+			f.useOurs, f.ours.Context = true, true
 		case m == methodService:
 			f.useService = true
 		case !slices.Contains(f.cfg.Methods, m):

@@ -30,6 +30,8 @@ func TestParseEvalFlags(t *testing.T) {
 		methods  []string
 		ours     bool
 		parts    bool
+		context  bool
+		narrow   bool
 		protocol string
 		window   string
 		steps    int
@@ -45,6 +47,8 @@ func TestParseEvalFlags(t *testing.T) {
 			methods: []string{"popularity", "bpr"}, protocol: "truth", window: "test", steps: model.DefaultSteps},
 		{name: "the embeddings' parts", args: []string{"--data", "d", "--methods", "ours-parts,popularity"},
 			methods: []string{"popularity"}, ours: true, parts: true, protocol: "chrono", window: "test", steps: model.DefaultSteps},
+		{name: "context users, narrow view", args: []string{"--data", "d", "--methods", "ours-context", "--narrow-request-view"},
+			methods: []string{}, ours: true, context: true, narrow: true, protocol: "chrono", window: "test", steps: model.DefaultSteps},
 		{name: "no data", args: []string{"--protocol", "chrono"}, wantErr: true},
 		{name: "bad protocol", args: []string{"--data", "d", "--protocol", "online"}, wantErr: true},
 		{name: "bad window", args: []string{"--data", "d", "--window", "train"}, wantErr: true},
@@ -69,6 +73,9 @@ func TestParseEvalFlags(t *testing.T) {
 			}
 			if !slices.Equal(f.cfg.Methods, tc.methods) || f.useOurs != tc.ours || f.ours.Parts != tc.parts {
 				t.Errorf("methods = %v ours %v parts %v, want %v ours %v parts %v", f.cfg.Methods, f.useOurs, f.ours.Parts, tc.methods, tc.ours, tc.parts)
+			}
+			if f.ours.Context != tc.context || f.ours.NarrowRequestView != tc.narrow {
+				t.Errorf("context %v narrow view %v, want %v %v", f.ours.Context, f.ours.NarrowRequestView, tc.context, tc.narrow)
 			}
 			if f.cfg.Protocol != tc.protocol || f.cfg.Window != tc.window || f.ours.Train.Steps != tc.steps || f.cfg.MaxQueries != tc.maxQ {
 				t.Errorf("protocol %q window %q steps %d max-queries %d, want %q %q %d %d", f.cfg.Protocol, f.cfg.Window,
