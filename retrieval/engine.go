@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -44,8 +45,13 @@ type Options struct {
 	Weights rank.Weights
 	// Build configures the catch-up embedding of a publication.
 	Build BuildOptions
-	// TextIndexDir holds the bleve keyword index of ad text; empty keeps it
-	// in memory, built from the graph by NewEngine.
+	// TextIndexDir holds the bleve keyword index of ad text on disk
+	// (bleve's scorch: memory-mapped segments, merged in the background),
+	// which keeps the millions of small objects of an in-memory index off
+	// the Go heap, where every garbage collection would mark them. Its
+	// contents are removed and rebuilt from the graph by NewEngine, so the
+	// index always matches the store. Empty: in memory, built by
+	// NewEngine.
 	TextIndexDir string
 	// NoKeywords disables the keyword index: requests with a query fail.
 	// For offline evaluation, which sends none.
@@ -115,17 +121,20 @@ func NewEngine(store *graph.Store, opts Options) (*Engine, error) {
 	if opts.NoKeywords {
 		return e, nil
 	}
+	if opts.TextIndexDir != "" {
+		if err := os.RemoveAll(opts.TextIndexDir); err != nil {
+			return nil, fmt.Errorf("remove the previous text index: %w", err)
+		}
+	}
 	var err error
 	if e.text, err = index.NewTextIndex(opts.TextIndexDir); err != nil {
 		return nil, fmt.Errorf("open text index: %w", err)
 	}
-	if opts.TextIndexDir == "" {
-		start := time.Now()
-		if err := e.indexAllText(context.Background()); err != nil {
-			return nil, err
-		}
-		e.logger.Info("keyword index built", "ads", store.NumNodes(graph.NodeAd), "elapsed", time.Since(start))
+	start := time.Now()
+	if err := e.indexAllText(context.Background()); err != nil {
+		return nil, errors.Join(err, e.text.Close())
 	}
+	e.logger.Info("keyword index built", "ads", store.NumNodes(graph.NodeAd), "dir", opts.TextIndexDir, "elapsed", time.Since(start))
 	return e, nil
 }
 

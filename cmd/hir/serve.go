@@ -179,6 +179,7 @@ func serve(ctx context.Context, e *env, cfg serveConfig) error {
 		RatePerSecond: cfg.ratePerSecond, RateBurst: cfg.rateBurst, MaxClockSkew: cfg.maxClockSkew,
 		MaxInFlight: cfg.maxInFlight, MaxQueueWait: cfg.maxQueueWait,
 		Retrieval: retrieval.Options{Rank: cfg.prior.options(), Weights: cfg.prior.weights(), Build: cfg.build(logger),
+			TextIndexDir: filepath.Join(cfg.dataDir, textIndexDir),
 			EmbedBatch: retrieval.EmbedBatchOptions{Max: cfg.embedBatch}, NarrowRequestView: cfg.narrowView}}, log, store)
 	if err != nil {
 		return errors.Join(fmt.Errorf("create server: %w", err), log.Close())
@@ -229,6 +230,10 @@ func serve(ctx context.Context, e *env, cfg serveConfig) error {
 	logger.Info("shut down cleanly")
 	return nil
 }
+
+// textIndexDir is the directory of the data directory that holds the
+// keyword index of ad text, rebuilt from the event log at every start.
+const textIndexDir = "text"
 
 // defaultKeepModels is the default of serve's and demo's --keep-models.
 const defaultKeepModels = 5
