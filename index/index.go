@@ -172,11 +172,13 @@ func (ix *Index) SetPriors(ctx context.Context, ids []uint32, priors, newUser []
 	return nil
 }
 
-// SetPopularityFloor sets the popularity floor of fresh docs (Doc.Fresh)
-// and publishes one new snapshot: coordinate axis of the embeddings is
-// their popularity, and a fresh doc's reads as at least the rank-th
-// largest among the live docs now (rank >= 1). The floor is computed once,
-// here; axis < 0 or rank < 1 turns it off.
+// SetPopularityFloor names the popularity coordinate of the embeddings
+// (axis) and sets the popularity floor of fresh docs (Doc.Fresh), and
+// publishes one new snapshot: a fresh doc's coordinate reads as at least
+// the rank-th largest among the live docs now (rank >= 1; the floor is
+// computed once, here; rank < 1: no floor). With an axis, the token stage
+// of Search also scores the live docs with the largest coordinate for a
+// query whose coordinate is positive. axis < 0 turns both off.
 func (ix *Index) SetPopularityFloor(ctx context.Context, axis, rank int) error {
 	if axis >= ix.q.dim {
 		return fmt.Errorf("set popularity floor: %w: axis %d of %d", ErrBadQuery, axis, ix.q.dim)
@@ -187,7 +189,7 @@ func (ix *Index) SetPopularityFloor(ctx context.Context, axis, rank int) error {
 	ix.mtx.Lock()
 	defer ix.mtx.Unlock()
 	tx := begin(ix.cur.Load())
-	tx.s.popAxis, tx.s.popFloor = -1, 0
+	tx.s.popAxis, tx.s.popFloor = max(axis, -1), noFloor
 	if axis >= 0 && rank >= 1 && !tx.s.live.IsEmpty() {
 		vals := make([]float32, 0, tx.s.live.GetCardinality())
 		it := tx.s.live.Iterator()
@@ -195,7 +197,7 @@ func (ix *Index) SetPopularityFloor(ctx context.Context, axis, rank int) error {
 			vals = append(vals, tx.s.emb.at(int(it.Next()))[axis])
 		}
 		slices.Sort(vals)
-		tx.s.popAxis, tx.s.popFloor = axis, vals[max(0, len(vals)-rank)]
+		tx.s.popFloor = vals[max(0, len(vals)-rank)]
 	}
 	ix.cur.Store(tx.commit())
 	return nil
@@ -324,9 +326,13 @@ type Snapshot struct {
 	search   SearchOptions
 	porder   *priorOrder     // this snapshot's own, made empty
 	fresh    *roaring.Bitmap // Doc.Fresh; shared until a txn changes it
-	popAxis  int             // the popularity coordinate of the floor (-1: no floor)
-	popFloor float32         // the least popularity coordinate a fresh doc is read with
+	popAxis  int             // the popularity coordinate (-1: none, so no floor nor popularity pass)
+	popFloor float32         // the least popularity coordinate a fresh doc is read with (noFloor: none)
 }
+
+// noFloor is the popularity floor that lifts no doc: below every
+// coordinate of a unit vector.
+const noFloor = -2
 
 func emptySnapshot(q *Quantizer) *Snapshot {
 	s := &Snapshot{
@@ -336,6 +342,7 @@ func emptySnapshot(q *Quantizer) *Snapshot {
 		prior:    pvec[float32]{width: 2},
 		fresh:    roaring.New(),
 		popAxis:  -1,
+		popFloor: noFloor,
 		meta:     pvec[[]uint32]{width: 1},
 		post:     pvec[*roaring.Bitmap]{width: 1},
 		dict:     &attrDict{ids: make(map[string]uint32)},

@@ -24,6 +24,10 @@ type priorOrder struct {
 	// rest is the highest prior among the live docs not in top (-Inf when
 	// top holds them all).
 	rest [2]float32
+	// popTop holds at most priorTop live docs with the largest popularity
+	// coordinate (Snapshot.popAxis), largest first.
+	popOnce sync.Once
+	popTop  []uint32
 }
 
 // byPrior returns the live docs with the highest prior of channel, best
@@ -65,6 +69,61 @@ func (s *Snapshot) byPrior(channel int) ([]uint32, float32) {
 	return o.top[channel], o.rest[channel]
 }
 
+// byPopularity returns the live docs with the largest popularity
+// coordinate (at most priorTop, largest first, ties by smaller id); nil
+// when the snapshot has no popularity axis.
+func (s *Snapshot) byPopularity() []uint32 {
+	if s.popAxis < 0 {
+		return nil
+	}
+	o := s.porder
+	o.popOnce.Do(func() {
+		type entry struct {
+			id uint32
+			p  float32
+		}
+		// A bounded min-heap would save the sort; this runs once per
+		// snapshot that a query needs it of.
+		all := make([]entry, 0, s.live.GetCardinality())
+		it := s.live.Iterator()
+		for it.HasNext() {
+			id := it.Next()
+			all = append(all, entry{id, s.emb.at(int(id))[s.popAxis]})
+		}
+		slices.SortFunc(all, func(a, b entry) int { return cmp.Or(cmp.Compare(b.p, a.p), cmp.Compare(a.id, b.id)) })
+		o.popTop = make([]uint32, min(len(all), priorTop))
+		for i := range o.popTop {
+			o.popTop[i] = all[i].id
+		}
+	})
+	return o.popTop
+}
+
+// popularityPass adds to the top-k heap h the allowed docs outside cand
+// among the docs with the largest popularity coordinate, when the query's
+// coordinate is positive: a popular doc can rank high through that
+// coordinate alone, which the interest prototypes of the query bag do not
+// see. It returns the number of docs it scored.
+func (s *Snapshot) popularityPass(h []Hit, k int, vec []float32, cand *roaring.Bitmap, allowed allowSet,
+	score func(id uint32) (Hit, bool)) ([]Hit, int) {
+	if s.popAxis < 0 || vec[s.popAxis] <= 0 {
+		return h, 0
+	}
+	n := 0
+	for _, id := range s.byPopularity() {
+		if cand.Contains(id) || !allowed.contains(id) {
+			continue
+		}
+		hit, ok := score(id)
+		if !ok {
+			continue
+		}
+		n++
+		h = pushTop(h, k, hit)
+	}
+	return h, n
+}
+
 // priorPass adds to the top-k heap h every allowed doc outside cand whose
 // prior could lift it into the top k: its score is at most
 // bound + priorW*prior (bound: the largest possible similarity plus boost
@@ -72,7 +131,8 @@ func (s *Snapshot) byPrior(channel int) ([]uint32, float32) {
 // score minus bound cannot enter, and the pass stops at the first of them
 // in prior order. score computes a doc's hit. It returns the number of docs
 // it scored.
-func (s *Snapshot) priorPass(h []Hit, k int, priorW float32, channel int, bound float32, cand *roaring.Bitmap, allowed allowSet, score func(id uint32) (Hit, bool)) ([]Hit, int) {
+func (s *Snapshot) priorPass(h []Hit, k int, priorW float32, channel int, bound float32, cand *roaring.Bitmap, allowed allowSet,
+	score func(id uint32) (Hit, bool)) ([]Hit, int) {
 	if priorW <= 0 || len(h) == 0 {
 		return h, 0
 	}

@@ -377,8 +377,9 @@ func (s *Snapshot) floorLift(vec, e []float32, sim float32) float32 {
 // (channel 0: Doc.Prior, 1: Doc.NewUserPrior; with priorW != 0 a fresh
 // doc's prior part also takes its floorLift) plus its boost, and keeps the
 // top k, best first (ties by smaller id). With priorPass, allowed docs
-// outside cand whose prior could lift them into the top k are scored too
-// (see priorPass).
+// outside cand are scored too: with priorW > 0 those whose prior could
+// lift them into the top k (see priorPass), otherwise the most popular
+// ones (see popularityPass).
 func (s *Snapshot) rerank(ctx context.Context, vec []float32, priorW float32, channel int, boost map[uint32]float32, cand *roaring.Bitmap, k int,
 	allowed allowSet, withPriorPass bool) ([]Hit, error) {
 	score := func(id uint32) (Hit, bool) {
@@ -421,7 +422,13 @@ func (s *Snapshot) rerank(ctx context.Context, vec []float32, priorW float32, ch
 		// A doc outside cand has no boost (boosted docs are candidates) and
 		// a similarity of at most |vec| (doc embeddings are unit vectors).
 		bound := float32(math.Sqrt(float64(Dot(vec, vec)))) * 1.001
-		h, _ = s.priorPass(h, k, priorW, channel, bound, cand, allowed, score)
+		if priorW > 0 {
+			h, _ = s.priorPass(h, k, priorW, channel, bound, cand, allowed, score)
+		} else {
+			// Without the prior pass, which scores the high-prior docs,
+			// that is the popular ones, the popularity pass does.
+			h, _ = s.popularityPass(h, k, vec, cand, allowed, score)
+		}
 	}
 	slices.SortFunc(h, func(a, b Hit) int {
 		switch {

@@ -1,6 +1,7 @@
 package index
 
 import (
+	"cmp"
 	"context"
 	"math"
 	"math/rand/v2"
@@ -142,4 +143,114 @@ func ids(hits []Hit) []uint32 {
 		out[i] = h.ID
 	}
 	return out
+}
+
+// TestPopularityPass checks the token stage's popularity pass: with a
+// popularity axis and no prior weight, the docs with the largest
+// coordinate are scored for a query whose coordinate is positive even when
+// the token candidates lack them, within the filters; without an axis, or
+// for a negative coordinate, they are not; with a prior weight the prior
+// pass scores the high-prior docs instead.
+func TestPopularityPass(t *testing.T) {
+	ctx := context.Background()
+	ix, _ := testIndex(t, 2000, 2)
+	snap := ix.Snapshot()
+	dim := len(mustEmbedding(t, snap, 0))
+	axis := dim - 1
+	// The query weighs popularity only: its exact top K are the docs with
+	// the largest coordinate.
+	up := make([]float32, dim)
+	up[axis] = 1
+	down := slices.Clone(up)
+	down[axis] = -1
+	byCoord := func(sign float32, excluded *roaring.Bitmap, k int) []uint32 {
+		var ids []uint32
+		it := snap.Live().Iterator()
+		for it.HasNext() {
+			if id := it.Next(); !excluded.Contains(id) {
+				ids = append(ids, id)
+			}
+		}
+		slices.SortFunc(ids, func(a, b uint32) int {
+			ea, eb := mustEmbedding(t, snap, a), mustEmbedding(t, snap, b)
+			return cmp.Or(cmp.Compare(sign*eb[axis], sign*ea[axis]), cmp.Compare(a, b))
+		})
+		return ids[:k]
+	}
+	top := byCoord(1, roaring.New(), 30)
+	// High priors on ten docs that are not popular: the prior pass scores
+	// those.
+	hiPrior := byCoord(-1, roaring.New(), 60)[50:]
+	priors := make([]float32, len(hiPrior))
+	for i := range priors {
+		priors[i] = 10
+	}
+	if err := ix.SetPriors(ctx, hiPrior, priors, priors, nil); err != nil {
+		t.Fatal(err)
+	}
+	excluded := roaring.BitmapOf(top[0], top[5])
+	// Candidates: the 50 least popular docs only.
+	cand := roaring.BitmapOf(byCoord(-1, roaring.New(), 50)...)
+	for _, tc := range []struct {
+		name   string
+		axis   int
+		vec    []float32
+		priorW float32
+		want   []uint32 // the hits exactly; nil: none of top outside the candidates
+		some   []uint32 // among the hits
+	}{
+		{"popularity pass", axis, up, 0, byCoord(1, excluded, 20), nil},
+		{"prior pass instead", axis, up, 1, nil, hiPrior},
+		{"negative coordinate", axis, down, 0, nil, nil},
+		{"no axis", -1, up, 0, nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := ix.SetPopularityFloor(ctx, tc.axis, 0); err != nil {
+				t.Fatal(err)
+			}
+			s := ix.Snapshot()
+			hits, err := s.rerank(ctx, tc.vec, tc.priorW, 0, nil, cand, 20, allowSet{base: s.Live(), minus: excluded}, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := ids(hits)
+			seen := map[uint32]bool{}
+			for _, id := range got {
+				if seen[id] || excluded.Contains(id) {
+					t.Fatalf("hits %v: doc %d twice or excluded", got, id)
+				}
+				seen[id] = true
+			}
+			if tc.some != nil {
+				for _, id := range tc.some {
+					if !seen[id] {
+						t.Errorf("hits %v lack doc %d", got, id)
+					}
+				}
+				return
+			}
+			if tc.want != nil {
+				slices.Sort(got)
+				want := slices.Sorted(slices.Values(tc.want))
+				if !slices.Equal(got, want) {
+					t.Errorf("hits %v, want the most popular allowed docs %v", got, want)
+				}
+				return
+			}
+			for _, id := range got {
+				if slices.Contains(top, id) && !cand.Contains(id) {
+					t.Errorf("doc %d of the most popular scored outside the candidates", id)
+				}
+			}
+		})
+	}
+}
+
+func mustEmbedding(t *testing.T, s *Snapshot, id uint32) []float32 {
+	t.Helper()
+	e, ok := s.Embedding(id)
+	if !ok {
+		t.Fatalf("doc %d has no embedding", id)
+	}
+	return e
 }

@@ -23,7 +23,8 @@ import (
 // + `hir import` + `hir train`, and one `hir serve` start so that the
 // generation files are persisted): known users (not new, served their
 // generation embedding), k = 100, unfiltered and under a category filter
-// keeping about 1% of the ads. It reports per-query latency percentiles
+// keeping about 1% of the ads, and fresh users (a never-seen id with five
+// click context events, embedded on every request, one at a time). It reports per-query latency percentiles
 // and recall@100 against the exact top-100 (Exhaustive: every allowed ad
 // re-ranked by the same score) of the same queries.
 //
@@ -76,17 +77,37 @@ func BenchmarkRetrieveWorld(b *testing.B) {
 	}
 	ads := served.IndexSize()
 	onePct := onePercentFilter(b, served, ads)
+	// Fresh users: a never-seen id with the five newest ad engagements of
+	// a known user as click context events, embedded on every request.
+	fresh := make([]retrieval.Request, len(users))
+	for i, u := range users {
+		id, _ := store.Lookup(u)
+		ref := graph.Ref{Type: graph.NodeUser, ID: "fresh-" + u.ID}
+		r := retrieval.Request{User: &ref, K: 100, ExcludeSeen: true}
+		store.Neighbors(id, asOf, func(ed graph.Edge) bool {
+			if ed.Nbr.Type == graph.NodeAd && rank.Engaged(ed) {
+				r.ContextEvents = append(r.ContextEvents, graph.Event{Src: ref, Dst: store.Ref(ed.Nbr), Type: graph.EdgeClick, TS: ed.TS, Weight: 1})
+			}
+			return len(r.ContextEvents) < 5
+		})
+		fresh[i] = r
+	}
 	for _, fc := range []struct {
 		name    string
 		filter  *index.Filter
 		weights *rank.Weights
+		fresh   bool
 	}{
-		{"filter=none", nil, nil},
-		{"filter=1%", onePct, nil},
-		{"filter=none/similarity-only", nil, &rank.Weights{}},
+		{"filter=none", nil, nil, false},
+		{"filter=1%", onePct, nil, false},
+		{"filter=none/similarity-only", nil, &rank.Weights{}, false},
+		{"fresh/filter=none", nil, nil, true},
 	} {
 		b.Run(fc.name, func(b *testing.B) {
 			req := func(i int) retrieval.Request {
+				if fc.fresh {
+					return fresh[i%len(fresh)]
+				}
 				u := users[i%len(users)]
 				return retrieval.Request{User: &u, K: 100, ExcludeSeen: true, Filter: fc.filter, Weights: fc.weights}
 			}
