@@ -6,6 +6,8 @@ import (
 	"math"
 	"testing"
 
+	"github.com/gomlx/gomlx/pkg/ml/context"
+
 	"github.com/hir-ads/hir/graph"
 )
 
@@ -127,4 +129,43 @@ func rep(s []int, times int) []int {
 		out = append(out, s...)
 	}
 	return out
+}
+
+// TestTransposedDense checks that the inference form that reads the dense
+// layers' transposed weights (Load) embeds as the trained form does: the
+// same products, summed in the same order.
+func TestTransposedDense(t *testing.T) {
+	w := newSynthWorld(t, 40, 60, 4, 12, 1)
+	dir := t.TempDir()
+	if _, err := Train(gocontext.Background(), w.store, tinyConfig(), dir, nil); err != nil {
+		t.Fatal(err)
+	}
+	plain, err := load(dir, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := context.GetParamOr(tr.ctx, paramTransposedDense, false); !got {
+		t.Fatal("Load did not set the transposed form")
+	}
+	ids := append(append([]graph.NodeID{}, w.users[:5]...), w.ads[:7]...)
+	ctx := gocontext.Background()
+	a, err := plain.Embed(ctx, w.store, ids, w.store.MaxTS())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := tr.Embed(ctx, w.store, ids, w.store.MaxTS())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range ids {
+		for j := range a[i] {
+			if d := math.Abs(float64(a[i][j] - b[i][j])); d > 1e-6 {
+				t.Fatalf("node %v coordinate %d: %v transposed, %v plain", ids[i], j, b[i][j], a[i][j])
+			}
+		}
+	}
 }

@@ -32,7 +32,11 @@ type Model struct {
 // Load loads a model version for inference. dir is either a version
 // directory (DIR/models/vN) or a data directory, in which case the latest
 // version under DIR/models is loaded.
-func Load(dir string) (*Model, error) {
+func Load(dir string) (*Model, error) { return load(dir, true) }
+
+// load is Load; transposed reads the dense layers' weights from their
+// transposes (transposeDenseWeights), as Load does.
+func load(dir string, transposed bool) (*Model, error) {
 	RegisterFastDotGradients()
 	if _, err := os.Stat(filepath.Join(dir, FileConfig)); err != nil {
 		latest, err := LatestVersionDir(dir)
@@ -60,6 +64,11 @@ func Load(dir string) (*Model, error) {
 		return nil, fmt.Errorf("load model: %w", err)
 	}
 	var err error
+	if transposed {
+		if err := transposeDenseWeights(m.ctx); err != nil {
+			return nil, fmt.Errorf("load model: %w", err)
+		}
+	}
 	if m.protos, err = readPrototypes(m.ctx, m.cfg.Model); err != nil {
 		return nil, fmt.Errorf("load model: %w", err)
 	}

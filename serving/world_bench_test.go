@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -24,7 +25,8 @@ import (
 // generation files are persisted): known users (not new, served their
 // generation embedding), k = 100, unfiltered and under a category filter
 // keeping about 1% of the ads, and fresh users (a never-seen id with five
-// click context events, embedded on every request, one at a time). It reports per-query latency percentiles
+// click context events, embedded on every request, one at a time, from the
+// teacher view and from the narrow student view). It reports per-query latency percentiles
 // and recall@100 against the exact top-100 (Exhaustive: every allowed ad
 // re-ranked by the same score) of the same queries.
 //
@@ -48,18 +50,27 @@ func BenchmarkRetrieveWorld(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	served, err := retrieval.Open(ctx, m, store, vdir, store.MaxTS(), retrieval.BuildOptions{})
-	if err != nil {
-		b.Fatal(err)
+	// Two engines on the same files: request-time users embedded from the
+	// teacher view and from the narrow student view.
+	engine := func(narrow bool) (*retrieval.Engine, *retrieval.Served) {
+		served, err := retrieval.Open(ctx, m, store, vdir, store.MaxTS(), retrieval.BuildOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		eng, err := retrieval.NewEngine(store, retrieval.Options{Rank: rank.DefaultOptions(), Weights: rank.DefaultWeights(),
+			NoKeywords: true, NarrowRequestView: narrow})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := eng.Publish(ctx, served); err != nil {
+			b.Fatal(err)
+		}
+		return eng, served
 	}
-	eng, err := retrieval.NewEngine(store, retrieval.Options{Rank: rank.DefaultOptions(), Weights: rank.DefaultWeights(), NoKeywords: true})
-	if err != nil {
-		b.Fatal(err)
-	}
+	eng, served := engine(false)
 	defer eng.Close()
-	if err := eng.Publish(ctx, served); err != nil {
-		b.Fatal(err)
-	}
+	narrowEng, _ := engine(true)
+	defer narrowEng.Close()
 	// Known users that are not new: served their generation embedding.
 	var users []graph.Ref
 	asOf := store.MaxTS()
@@ -102,8 +113,13 @@ func BenchmarkRetrieveWorld(b *testing.B) {
 		{"filter=1%", onePct, nil, false},
 		{"filter=none/similarity-only", nil, &rank.Weights{}, false},
 		{"fresh/filter=none", nil, nil, true},
+		{"fresh/narrow/filter=none", nil, nil, true},
 	} {
 		b.Run(fc.name, func(b *testing.B) {
+			eng := eng
+			if strings.Contains(fc.name, "narrow") {
+				eng = narrowEng
+			}
 			req := func(i int) retrieval.Request {
 				if fc.fresh {
 					return fresh[i%len(fresh)]
