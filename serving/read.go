@@ -251,9 +251,12 @@ func (s *Server) retrieveResponse(res *retrieval.Response, explain bool) api.Ret
 	if cur := s.engine.Current(); cur != nil && cur.Gen.Version == res.Version {
 		cat = cur.Gen.Catalogue
 	}
-	weights := make(map[index.Token]float32, len(res.Bag))
-	for _, wt := range res.Bag {
-		weights[wt.Token] = wt.Weight
+	var weights map[index.Token]float32 // the query tokens' weights, for explanations
+	if explain {
+		weights = make(map[index.Token]float32, len(res.Bag))
+		for _, wt := range res.Bag {
+			weights[wt.Token] = wt.Weight
+		}
 	}
 	for _, c := range res.Candidates {
 		ac := api.Candidate{Type: api.NodeType(c.Ref.Type.String()), Id: c.Ref.ID, Score: c.Score}
