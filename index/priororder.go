@@ -20,19 +20,48 @@ const priorTop = 1024
 // owns its own (a transaction starts a new one). Safe for concurrent use.
 type priorOrder struct {
 	once [2]sync.Once
-	top  [2][]uint32 // at most priorTop ids, highest prior first (ties by smaller id)
+	top  [2]*ranked // at most priorTop ids, highest prior first (ties by smaller id)
 	// rest is the highest prior among the live docs not in top (-Inf when
 	// top holds them all).
 	rest [2]float32
 	// popTop holds at most priorTop live docs with the largest popularity
 	// coordinate (Snapshot.popAxis), largest first.
 	popOnce sync.Once
-	popTop  []uint32
+	popTop  *ranked
+}
+
+// ranked is a short list of doc ids in rank order, with what a pass over
+// it needs to tell, per query, which of them to score without a bitmap
+// lookup per id.
+type ranked struct {
+	ids []uint32
+	set *roaring.Bitmap  // ids
+	pos map[uint32]int32 // id -> index in ids
+}
+
+func newRanked(ids []uint32) *ranked {
+	r := &ranked{ids: ids, set: roaring.BitmapOf(ids...), pos: make(map[uint32]int32, len(ids))}
+	for i, id := range ids {
+		r.pos[id] = int32(i)
+	}
+	return r
+}
+
+// outside returns, per position of r.ids, whether that doc is allowed and
+// not in cand: the docs a pass scores beside the candidates.
+func (r *ranked) outside(cand *roaring.Bitmap, allowed allowSet) []bool {
+	out := make([]bool, len(r.ids))
+	it := allowed.of(r.set)
+	it.AndNot(cand)
+	for i := it.Iterator(); i.HasNext(); {
+		out[r.pos[i.Next()]] = true
+	}
+	return out
 }
 
 // byPrior returns the live docs with the highest prior of channel, best
 // first, and the highest prior of the docs left out.
-func (s *Snapshot) byPrior(channel int) ([]uint32, float32) {
+func (s *Snapshot) byPrior(channel int) (*ranked, float32) {
 	o := s.porder
 	o.once[channel].Do(func() {
 		type entry struct {
@@ -57,10 +86,11 @@ func (s *Snapshot) byPrior(channel int) ([]uint32, float32) {
 		}
 		slices.SortFunc(all, better)
 		n := min(len(all), priorTop)
-		o.top[channel] = make([]uint32, n)
+		ids := make([]uint32, n)
 		for i := range n {
-			o.top[channel][i] = all[i].id
+			ids[i] = all[i].id
 		}
+		o.top[channel] = newRanked(ids)
 		o.rest[channel] = negInf
 		if len(all) > n {
 			o.rest[channel] = all[n].p
@@ -72,7 +102,7 @@ func (s *Snapshot) byPrior(channel int) ([]uint32, float32) {
 // byPopularity returns the live docs with the largest popularity
 // coordinate (at most priorTop, largest first, ties by smaller id); nil
 // when the snapshot has no popularity axis.
-func (s *Snapshot) byPopularity() []uint32 {
+func (s *Snapshot) byPopularity() *ranked {
 	if s.popAxis < 0 {
 		return nil
 	}
@@ -91,10 +121,11 @@ func (s *Snapshot) byPopularity() []uint32 {
 			all = append(all, entry{id, s.emb.at(int(id))[s.popAxis]})
 		}
 		slices.SortFunc(all, func(a, b entry) int { return cmp.Or(cmp.Compare(b.p, a.p), cmp.Compare(a.id, b.id)) })
-		o.popTop = make([]uint32, min(len(all), priorTop))
-		for i := range o.popTop {
-			o.popTop[i] = all[i].id
+		ids := make([]uint32, min(len(all), priorTop))
+		for i := range ids {
+			ids[i] = all[i].id
 		}
+		o.popTop = newRanked(ids)
 	})
 	return o.popTop
 }
@@ -109,9 +140,11 @@ func (s *Snapshot) popularityPass(h []Hit, k int, vec []float32, cand *roaring.B
 	if s.popAxis < 0 || vec[s.popAxis] <= 0 {
 		return h, 0
 	}
+	top := s.byPopularity()
+	outside := top.outside(cand, allowed)
 	n := 0
-	for _, id := range s.byPopularity() {
-		if cand.Contains(id) || !allowed.contains(id) {
+	for i, id := range top.ids {
+		if !outside[i] {
 			continue
 		}
 		hit, ok := score(id)
@@ -143,19 +176,9 @@ func (s *Snapshot) priorPass(h []Hit, k int, priorW float32, channel int, bound 
 		return h[0].Score - bound
 	}
 	top, rest := s.byPrior(channel)
+	outside := top.outside(cand, allowed)
 	n := 0
-	consider := func(id uint32) {
-		if cand.Contains(id) || !allowed.contains(id) {
-			return
-		}
-		hit, ok := score(id)
-		if !ok {
-			return
-		}
-		n++
-		h = pushTop(h, k, hit)
-	}
-	for _, id := range top {
+	for i, id := range top.ids {
 		var prior float32
 		if p := s.prior.at(int(id)); p != nil {
 			prior = p[channel]
@@ -163,7 +186,15 @@ func (s *Snapshot) priorPass(h []Hit, k int, priorW float32, channel int, bound 
 		if priorW*prior < threshold() {
 			return h, n
 		}
-		consider(id)
+		if !outside[i] {
+			continue
+		}
+		hit, ok := score(id)
+		if !ok {
+			continue
+		}
+		n++
+		h = pushTop(h, k, hit)
 	}
 	_ = rest // docs beyond the sorted ones are not considered (bounded cost)
 	return h, n
