@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"slices"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/hir-ads/hir/graph"
 	"github.com/hir-ads/hir/index"
@@ -17,6 +20,10 @@ import (
 type BuildOptions struct {
 	// EmbedBatch is the number of nodes embedded per model call (default 256).
 	EmbedBatch int
+	// EmbedWorkers is the number of model calls run at once when every
+	// entity is embedded (default GOMAXPROCS: one forward call uses about
+	// one core on the pure-Go backend).
+	EmbedWorkers int
 	// Quantizer shapes the BoM bags; Levels is filled from the model's
 	// prototypes (other zero fields take the index defaults).
 	Quantizer index.QuantizerOptions
@@ -33,6 +40,9 @@ type BuildOptions struct {
 func (o *BuildOptions) applyDefaults() {
 	if o.EmbedBatch <= 0 {
 		o.EmbedBatch = 256
+	}
+	if o.EmbedWorkers <= 0 {
+		o.EmbedWorkers = runtime.GOMAXPROCS(0)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -61,7 +71,7 @@ func Build(ctx context.Context, m *model.Model, store *graph.Store, asOf int64, 
 		for i := range n {
 			ids[i] = graph.NodeID{Type: t, Idx: uint32(i)}
 		}
-		vecs, err := embedBatches(ctx, m, store, ids, asOf, opts.EmbedBatch)
+		vecs, err := embedBatches(ctx, m, store, ids, asOf, opts)
 		if err != nil {
 			return nil, fmt.Errorf("embed %s nodes: %w", t, err)
 		}
@@ -84,15 +94,28 @@ func Build(ctx context.Context, m *model.Model, store *graph.Store, asOf int64, 
 	return s, nil
 }
 
-// embedBatches embeds ids with m as of asOf, batch nodes per model call.
-func embedBatches(ctx context.Context, m *model.Model, store *graph.Store, ids []graph.NodeID, asOf int64, batch int) ([][]float32, error) {
-	vecs := make([][]float32, 0, len(ids))
-	for lo := 0; lo < len(ids); lo += batch {
-		part, err := m.Embed(ctx, store, ids[lo:min(lo+batch, len(ids))], asOf)
-		if err != nil {
-			return nil, err
-		}
-		vecs = append(vecs, part...)
+// embedBatches embeds ids with m as of asOf, opts.EmbedBatch nodes per
+// model call and opts.EmbedWorkers calls at once. A node's embedding does
+// not depend on the call it ran in, so the result does not depend on
+// either.
+func embedBatches(ctx context.Context, m *model.Model, store *graph.Store, ids []graph.NodeID, asOf int64, opts BuildOptions) ([][]float32, error) {
+	opts.applyDefaults()
+	vecs := make([][]float32, len(ids))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(opts.EmbedWorkers)
+	for lo := 0; lo < len(ids); lo += opts.EmbedBatch {
+		hi := min(lo+opts.EmbedBatch, len(ids))
+		g.Go(func() error {
+			part, err := m.Embed(gctx, store, ids[lo:hi], asOf)
+			if err != nil {
+				return err
+			}
+			copy(vecs[lo:hi], part)
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
 	}
 	return vecs, nil
 }

@@ -381,7 +381,7 @@ func Load(ctx context.Context, m *model.Model, store *graph.Store, dir string, a
 			}
 			continue
 		}
-		vecs, err := embedBatches(ctx, m, store, missing, asOf, opts.EmbedBatch)
+		vecs, err := embedBatches(ctx, m, store, missing, asOf, opts)
 		if err != nil {
 			return nil, st, fmt.Errorf("load snapshot: embed new %s nodes: %w", t, err)
 		}
@@ -483,7 +483,7 @@ func catchUpIndex(ctx context.Context, s *Served, store *graph.Store, asOf int64
 		}
 	}
 	if len(changed) > 0 {
-		vecs, err := embedBatches(ctx, s.Gen.Model, store, changed, asOf, opts.EmbedBatch)
+		vecs, err := embedBatches(ctx, s.Gen.Model, store, changed, asOf, opts)
 		if err != nil {
 			return 0, fmt.Errorf("load snapshot: re-embed changed ads: %w", err)
 		}
