@@ -64,37 +64,14 @@ func (r *ranked) outside(cand *roaring.Bitmap, allowed allowSet) []bool {
 func (s *Snapshot) byPrior(channel int) (*ranked, float32) {
 	o := s.porder
 	o.once[channel].Do(func() {
-		type entry struct {
-			id uint32
-			p  float32
-		}
-		all := make([]entry, 0, s.live.GetCardinality())
-		it := s.live.Iterator()
-		for it.HasNext() {
-			id := it.Next()
-			var p float32
+		var ids []uint32
+		ids, o.rest[channel] = topLive(s.live, priorTop, func(id uint32) float32 {
 			if v := s.prior.at(int(id)); v != nil {
-				p = v[channel]
+				return v[channel]
 			}
-			all = append(all, entry{id, p})
-		}
-		better := func(a, b entry) int {
-			if c := cmp.Compare(b.p, a.p); c != 0 {
-				return c
-			}
-			return cmp.Compare(a.id, b.id)
-		}
-		slices.SortFunc(all, better)
-		n := min(len(all), priorTop)
-		ids := make([]uint32, n)
-		for i := range n {
-			ids[i] = all[i].id
-		}
+			return 0
+		})
 		o.top[channel] = newRanked(ids)
-		o.rest[channel] = negInf
-		if len(all) > n {
-			o.rest[channel] = all[n].p
-		}
 	})
 	return o.top[channel], o.rest[channel]
 }
@@ -108,26 +85,71 @@ func (s *Snapshot) byPopularity() *ranked {
 	}
 	o := s.porder
 	o.popOnce.Do(func() {
-		type entry struct {
-			id uint32
-			p  float32
-		}
-		// A bounded min-heap would save the sort; this runs once per
-		// snapshot that a query needs it of.
-		all := make([]entry, 0, s.live.GetCardinality())
-		it := s.live.Iterator()
-		for it.HasNext() {
-			id := it.Next()
-			all = append(all, entry{id, s.emb.at(int(id))[s.popAxis]})
-		}
-		slices.SortFunc(all, func(a, b entry) int { return cmp.Or(cmp.Compare(b.p, a.p), cmp.Compare(a.id, b.id)) })
-		ids := make([]uint32, min(len(all), priorTop))
-		for i := range ids {
-			ids[i] = all[i].id
-		}
+		ids, _ := topLive(s.live, priorTop, func(id uint32) float32 { return s.emb.at(int(id))[s.popAxis] })
 		o.popTop = newRanked(ids)
 	})
 	return o.popTop
+}
+
+// topLive returns the at most n docs of live with the largest value, largest
+// first (ties by smaller id), and the largest value of the docs left out
+// (-Inf when none is). It keeps a bounded heap, O(|live| log n): it runs
+// on the first query of every snapshot, and a snapshot follows every
+// upsert of a million-ad index.
+func topLive(live *roaring.Bitmap, n int, value func(id uint32) float32) ([]uint32, float32) {
+	type entry struct {
+		id uint32
+		p  float32
+	}
+	// worse orders the heap: its root is the worst entry kept.
+	worse := func(a, b entry) bool { return a.p < b.p || (a.p == b.p && a.id > b.id) }
+	h := make([]entry, 0, min(n, int(live.GetCardinality())))
+	rest := negInf
+	down := func(i int) {
+		for {
+			l := 2*i + 1
+			if l >= len(h) {
+				return
+			}
+			if r := l + 1; r < len(h) && worse(h[r], h[l]) {
+				l = r
+			}
+			if !worse(h[l], h[i]) {
+				return
+			}
+			h[i], h[l] = h[l], h[i]
+			i = l
+		}
+	}
+	it := live.Iterator()
+	for it.HasNext() {
+		e := entry{id: it.Next()}
+		e.p = value(e.id)
+		switch {
+		case len(h) < n:
+			h = append(h, e)
+			for i := len(h) - 1; i > 0; {
+				parent := (i - 1) / 2
+				if !worse(h[i], h[parent]) {
+					break
+				}
+				h[i], h[parent] = h[parent], h[i]
+				i = parent
+			}
+		case worse(h[0], e):
+			rest = max(rest, h[0].p)
+			h[0] = e
+			down(0)
+		default:
+			rest = max(rest, e.p)
+		}
+	}
+	slices.SortFunc(h, func(a, b entry) int { return cmp.Or(cmp.Compare(b.p, a.p), cmp.Compare(a.id, b.id)) })
+	ids := make([]uint32, len(h))
+	for i, e := range h {
+		ids[i] = e.id
+	}
+	return ids, rest
 }
 
 // popularityPass adds to the top-k heap h the allowed docs outside cand

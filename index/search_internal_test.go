@@ -254,3 +254,38 @@ func mustEmbedding(t *testing.T, s *Snapshot, id uint32) []float32 {
 	}
 	return e
 }
+
+// TestTopLive checks the bounded selection of the prior and popularity
+// passes against a full sort, ties included.
+func TestTopLive(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, tc := range []struct {
+		name    string
+		docs, n int
+		levels  int // distinct values (ties when small)
+	}{
+		{"empty", 0, 4, 10}, {"fewer than n", 3, 8, 100}, {"exactly n", 8, 8, 100},
+		{"many", 5000, 64, 1 << 20}, {"ties", 3000, 100, 7}, {"n 1", 50, 1, 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			live := roaring.New()
+			val := map[uint32]float32{}
+			for len(val) < tc.docs {
+				id := rng.Uint32N(1 << 24)
+				live.Add(id)
+				val[id] = float32(rng.IntN(tc.levels))
+			}
+			ids, rest := topLive(live, tc.n, func(id uint32) float32 { return val[id] })
+			all := live.ToArray()
+			slices.SortFunc(all, func(a, b uint32) int { return cmp.Or(cmp.Compare(val[b], val[a]), cmp.Compare(a, b)) })
+			k := min(tc.n, len(all))
+			wantRest := float32(math.Inf(-1))
+			if len(all) > k {
+				wantRest = val[all[k]]
+			}
+			if !slices.Equal(ids, all[:k]) || rest != wantRest {
+				t.Errorf("topLive = %v, rest %v; want %v, rest %v", ids, rest, all[:k], wantRest)
+			}
+		})
+	}
+}
