@@ -487,10 +487,6 @@ type allowSet struct {
 	base, minus *roaring.Bitmap
 }
 
-func (a allowSet) contains(id uint32) bool {
-	return a.base.Contains(id) && (a.minus == nil || !a.minus.Contains(id))
-}
-
 func (a allowSet) card() int {
 	n := a.base.GetCardinality()
 	if a.minus != nil {
