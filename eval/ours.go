@@ -364,15 +364,21 @@ func (m *oursMethod) TopK(ctx context.Context, q *Query, dst []int32) ([]int32, 
 	}
 	m.candidates += res.Stats.Candidates
 	m.queries++
+	return m.o.items(res, q, dst), nil
+}
+
+// items appends to dst[:0] the dense items of res's candidates, best first,
+// leaving out those q excludes.
+func (o *Ours) items(res *retrieval.Response, q *Query, dst []int32) []int32 {
 	dst = dst[:0]
 	for _, c := range res.Candidates {
-		it, ok := m.o.nodeItem[c.Ad]
+		it, ok := o.nodeItem[c.Ad]
 		if !ok || q.Excluded(it) {
 			continue
 		}
 		dst = append(dst, it)
 	}
-	return dst, nil
+	return dst
 }
 
 // Exact names the method the token index approximates.
@@ -501,13 +507,5 @@ func (m *oursContext) TopK(ctx context.Context, q *Query, dst []int32) ([]int32,
 	if err != nil {
 		return nil, fmt.Errorf("retrieve for user %d with context: %w", q.User, err)
 	}
-	dst = dst[:0]
-	for _, c := range res.Candidates {
-		it, ok := m.o.nodeItem[c.Ad]
-		if !ok || q.Excluded(it) {
-			continue
-		}
-		dst = append(dst, it)
-	}
-	return dst, nil
+	return m.o.items(res, q, dst), nil
 }

@@ -2,14 +2,11 @@ package index
 
 import (
 	"cmp"
-	"math"
 	"slices"
 	"sync"
 
 	"github.com/RoaringBitmap/roaring/v2"
 )
-
-var negInf = float32(math.Inf(-1))
 
 // priorTop is the number of live docs with the highest prior that a
 // snapshot keeps sorted per prior channel, for the prior pass of Search.
@@ -21,9 +18,6 @@ const priorTop = 1024
 type priorOrder struct {
 	once [2]sync.Once
 	top  [2]*ranked // at most priorTop ids, highest prior first (ties by smaller id)
-	// rest is the highest prior among the live docs not in top (-Inf when
-	// top holds them all).
-	rest [2]float32
 	// popTop holds at most priorTop live docs with the largest popularity
 	// coordinate (Snapshot.popAxis), largest first.
 	popOnce sync.Once
@@ -60,12 +54,11 @@ func (r *ranked) outside(cand *roaring.Bitmap, allowed allowSet) []bool {
 }
 
 // byPrior returns the live docs with the highest prior of channel, best
-// first, and the highest prior of the docs left out.
-func (s *Snapshot) byPrior(channel int) (*ranked, float32) {
+// first.
+func (s *Snapshot) byPrior(channel int) *ranked {
 	o := s.porder
 	o.once[channel].Do(func() {
-		var ids []uint32
-		ids, o.rest[channel] = topLive(s.live, priorTop, func(id uint32) float32 {
+		ids := topLive(s.live, priorTop, func(id uint32) float32 {
 			if v := s.prior.at(int(id)); v != nil {
 				return v[channel]
 			}
@@ -73,7 +66,7 @@ func (s *Snapshot) byPrior(channel int) (*ranked, float32) {
 		})
 		o.top[channel] = newRanked(ids)
 	})
-	return o.top[channel], o.rest[channel]
+	return o.top[channel]
 }
 
 // byPopularity returns the live docs with the largest popularity
@@ -85,18 +78,17 @@ func (s *Snapshot) byPopularity() *ranked {
 	}
 	o := s.porder
 	o.popOnce.Do(func() {
-		ids, _ := topLive(s.live, priorTop, func(id uint32) float32 { return s.emb.at(int(id))[s.popAxis] })
+		ids := topLive(s.live, priorTop, func(id uint32) float32 { return s.emb.at(int(id))[s.popAxis] })
 		o.popTop = newRanked(ids)
 	})
 	return o.popTop
 }
 
 // topLive returns the at most n docs of live with the largest value, largest
-// first (ties by smaller id), and the largest value of the docs left out
-// (-Inf when none is). It keeps a bounded heap, O(|live| log n): it runs
+// first (ties by smaller id). It keeps a bounded heap, O(|live| log n): it runs
 // on the first query of every snapshot, and a snapshot follows every
 // upsert of a million-ad index.
-func topLive(live *roaring.Bitmap, n int, value func(id uint32) float32) ([]uint32, float32) {
+func topLive(live *roaring.Bitmap, n int, value func(id uint32) float32) []uint32 {
 	type entry struct {
 		id uint32
 		p  float32
@@ -104,7 +96,6 @@ func topLive(live *roaring.Bitmap, n int, value func(id uint32) float32) ([]uint
 	// worse orders the heap: its root is the worst entry kept.
 	worse := func(a, b entry) bool { return a.p < b.p || (a.p == b.p && a.id > b.id) }
 	h := make([]entry, 0, min(n, int(live.GetCardinality())))
-	rest := negInf
 	down := func(i int) {
 		for {
 			l := 2*i + 1
@@ -137,11 +128,8 @@ func topLive(live *roaring.Bitmap, n int, value func(id uint32) float32) ([]uint
 				i = parent
 			}
 		case worse(h[0], e):
-			rest = max(rest, h[0].p)
 			h[0] = e
 			down(0)
-		default:
-			rest = max(rest, e.p)
 		}
 	}
 	slices.SortFunc(h, func(a, b entry) int { return cmp.Or(cmp.Compare(b.p, a.p), cmp.Compare(a.id, b.id)) })
@@ -149,7 +137,7 @@ func topLive(live *roaring.Bitmap, n int, value func(id uint32) float32) ([]uint
 	for i, e := range h {
 		ids[i] = e.id
 	}
-	return ids, rest
+	return ids
 }
 
 // popularityPass adds to the top-k heap h the allowed docs outside cand
@@ -162,10 +150,21 @@ func (s *Snapshot) popularityPass(h []Hit, k int, vec []float32, cand *roaring.B
 	if s.popAxis < 0 || vec[s.popAxis] <= 0 {
 		return h, 0
 	}
-	top := s.byPopularity()
-	outside := top.outside(cand, allowed)
+	return s.byPopularity().pass(h, k, cand, allowed, nil, score)
+}
+
+// pass adds to the top-k heap h, in r's order, the docs of r that are
+// allowed and outside cand, until stop (nil: never), given the heap as it
+// is, says that the doc at position i and all after it cannot enter. It
+// returns the number of docs it scored.
+func (r *ranked) pass(h []Hit, k int, cand *roaring.Bitmap, allowed allowSet, stop func(i int, h []Hit) bool,
+	score func(id uint32) (Hit, bool)) ([]Hit, int) {
+	outside := r.outside(cand, allowed)
 	n := 0
-	for i, id := range top.ids {
+	for i, id := range r.ids {
+		if stop != nil && stop(i, h) {
+			break
+		}
 		if !outside[i] {
 			continue
 		}
@@ -191,33 +190,16 @@ func (s *Snapshot) priorPass(h []Hit, k int, priorW float32, channel int, bound 
 	if priorW <= 0 || len(h) == 0 {
 		return h, 0
 	}
-	threshold := func() float32 {
+	top := s.byPrior(channel) // docs beyond the ranked ones are not considered (bounded cost)
+	stop := func(i int, h []Hit) bool {
 		if len(h) < k {
-			return negInf
+			return false
 		}
-		return h[0].Score - bound
-	}
-	top, rest := s.byPrior(channel)
-	outside := top.outside(cand, allowed)
-	n := 0
-	for i, id := range top.ids {
 		var prior float32
-		if p := s.prior.at(int(id)); p != nil {
+		if p := s.prior.at(int(top.ids[i])); p != nil {
 			prior = p[channel]
 		}
-		if priorW*prior < threshold() {
-			return h, n
-		}
-		if !outside[i] {
-			continue
-		}
-		hit, ok := score(id)
-		if !ok {
-			continue
-		}
-		n++
-		h = pushTop(h, k, hit)
+		return priorW*prior < h[0].Score-bound
 	}
-	_ = rest // docs beyond the sorted ones are not considered (bounded cost)
-	return h, n
+	return top.pass(h, k, cand, allowed, stop, score)
 }
