@@ -50,10 +50,18 @@ func BenchmarkRetrieveWorld(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	// HIR_BENCH_EXHAUSTIVE_MAX overrides SearchOptions.ExhaustiveMax: the
+	// largest allowed set re-ranked whole instead of through the tokens.
+	var search index.SearchOptions
+	if v := os.Getenv("HIR_BENCH_EXHAUSTIVE_MAX"); v != "" {
+		if search.ExhaustiveMax, err = strconv.Atoi(v); err != nil {
+			b.Fatalf("HIR_BENCH_EXHAUSTIVE_MAX: %v", err)
+		}
+	}
 	// Two engines on the same files: request-time users embedded from the
 	// teacher view and from the narrow student view.
 	engine := func(narrow bool) (*retrieval.Engine, *retrieval.Served) {
-		served, err := retrieval.Open(ctx, m, store, vdir, store.MaxTS(), retrieval.BuildOptions{})
+		served, err := retrieval.Open(ctx, m, store, vdir, store.MaxTS(), retrieval.BuildOptions{Search: search})
 		if err != nil {
 			b.Fatal(err)
 		}
