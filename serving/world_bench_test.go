@@ -31,6 +31,8 @@ import (
 // re-ranked by the same score) of the same queries.
 //
 //	HIR_BENCH_DATA=/tmp/w100k/data go test ./serving -run '^$' -bench RetrieveWorld -benchtime 2000x -benchmem
+//
+// HIR_BENCH_EXHAUSTIVE_MAX=N sets index.SearchOptions.ExhaustiveMax.
 func BenchmarkRetrieveWorld(b *testing.B) {
 	dir := os.Getenv("HIR_BENCH_DATA")
 	if dir == "" {
