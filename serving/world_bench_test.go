@@ -32,7 +32,8 @@ import (
 //
 //	HIR_BENCH_DATA=/tmp/w100k/data go test ./serving -run '^$' -bench RetrieveWorld -benchtime 2000x -benchmem
 //
-// HIR_BENCH_EXHAUSTIVE_MAX=N sets index.SearchOptions.ExhaustiveMax.
+// HIR_BENCH_EXHAUSTIVE_MAX=N sets index.SearchOptions.ExhaustiveMax and
+// HIR_BENCH_RESIDUAL_FIRST=1 its ResidualFirst.
 func BenchmarkRetrieveWorld(b *testing.B) {
 	dir := os.Getenv("HIR_BENCH_DATA")
 	if dir == "" {
@@ -54,12 +55,14 @@ func BenchmarkRetrieveWorld(b *testing.B) {
 	}
 	// HIR_BENCH_EXHAUSTIVE_MAX overrides SearchOptions.ExhaustiveMax: the
 	// largest allowed set re-ranked whole instead of through the tokens.
+	// HIR_BENCH_RESIDUAL_FIRST=1 sets SearchOptions.ResidualFirst.
 	var search index.SearchOptions
 	if v := os.Getenv("HIR_BENCH_EXHAUSTIVE_MAX"); v != "" {
 		if search.ExhaustiveMax, err = strconv.Atoi(v); err != nil {
 			b.Fatalf("HIR_BENCH_EXHAUSTIVE_MAX: %v", err)
 		}
 	}
+	search.ResidualFirst = os.Getenv("HIR_BENCH_RESIDUAL_FIRST") == "1"
 	// Two engines on the same files: request-time users embedded from the
 	// teacher view and from the narrow student view.
 	engine := func(narrow bool) (*retrieval.Engine, *retrieval.Served) {
