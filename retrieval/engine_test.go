@@ -2,7 +2,9 @@ package retrieval
 
 import (
 	"context"
+	"errors"
 	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -67,5 +69,17 @@ func TestTextIndexDir(t *testing.T) {
 				}
 			}
 		})
+	}
+	// A directory that holds other files is not removed.
+	other := t.TempDir()
+	keep := filepath.Join(other, "precious.txt")
+	if err := os.WriteFile(keep, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewEngine(store, Options{Rank: rank.DefaultOptions(), Weights: rank.DefaultWeights(), TextIndexDir: other}); !errors.Is(err, ErrBadOptions) {
+		t.Errorf("NewEngine over a directory of other files: error %v, want ErrBadOptions", err)
+	}
+	if _, err := os.Stat(keep); err != nil {
+		t.Errorf("the other file is gone: %v", err)
 	}
 }
