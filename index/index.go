@@ -191,13 +191,9 @@ func (ix *Index) SetPopularityFloor(ctx context.Context, axis, rank int) error {
 	tx := begin(ix.cur.Load())
 	tx.s.popAxis, tx.s.popFloor = max(axis, -1), noFloor
 	if axis >= 0 && rank >= 1 && !tx.s.live.IsEmpty() {
-		vals := make([]float32, 0, tx.s.live.GetCardinality())
-		it := tx.s.live.Iterator()
-		for it.HasNext() {
-			vals = append(vals, tx.s.emb.at(int(it.Next()))[axis])
-		}
-		slices.Sort(vals)
-		tx.s.popFloor = vals[max(0, len(vals)-rank)]
+		coord := func(id uint32) float32 { return tx.s.emb.at(int(id))[axis] }
+		top := topLive(tx.s.live, rank, coord)
+		tx.s.popFloor = coord(top[len(top)-1])
 	}
 	ix.cur.Store(tx.commit())
 	return nil

@@ -85,57 +85,19 @@ func (s *Snapshot) byPopularity() *ranked {
 }
 
 // topLive returns the at most n docs of live with the largest value, largest
-// first (ties by smaller id). It keeps a bounded heap, O(|live| log n): it runs
-// on the first query of every snapshot, and a snapshot follows every
-// upsert of a million-ad index.
+// first (ties by smaller id). It keeps the re-rank's bounded heap
+// (pushTop), O(|live| log n): it runs on the first query of every
+// snapshot, and a snapshot follows every upsert of a million-ad index.
 func topLive(live *roaring.Bitmap, n int, value func(id uint32) float32) []uint32 {
-	type entry struct {
-		id uint32
-		p  float32
+	h := make([]Hit, 0, min(n, int(live.GetCardinality())))
+	for it := live.Iterator(); it.HasNext(); {
+		id := it.Next()
+		h = pushTop(h, n, Hit{ID: id, Score: value(id)})
 	}
-	// worse orders the heap: its root is the worst entry kept.
-	worse := func(a, b entry) bool { return a.p < b.p || (a.p == b.p && a.id > b.id) }
-	h := make([]entry, 0, min(n, int(live.GetCardinality())))
-	down := func(i int) {
-		for {
-			l := 2*i + 1
-			if l >= len(h) {
-				return
-			}
-			if r := l + 1; r < len(h) && worse(h[r], h[l]) {
-				l = r
-			}
-			if !worse(h[l], h[i]) {
-				return
-			}
-			h[i], h[l] = h[l], h[i]
-			i = l
-		}
-	}
-	it := live.Iterator()
-	for it.HasNext() {
-		e := entry{id: it.Next()}
-		e.p = value(e.id)
-		switch {
-		case len(h) < n:
-			h = append(h, e)
-			for i := len(h) - 1; i > 0; {
-				parent := (i - 1) / 2
-				if !worse(h[i], h[parent]) {
-					break
-				}
-				h[i], h[parent] = h[parent], h[i]
-				i = parent
-			}
-		case worse(h[0], e):
-			h[0] = e
-			down(0)
-		}
-	}
-	slices.SortFunc(h, func(a, b entry) int { return cmp.Or(cmp.Compare(b.p, a.p), cmp.Compare(a.id, b.id)) })
+	slices.SortFunc(h, func(a, b Hit) int { return cmp.Or(cmp.Compare(b.Score, a.Score), cmp.Compare(a.ID, b.ID)) })
 	ids := make([]uint32, len(h))
 	for i, e := range h {
-		ids[i] = e.id
+		ids[i] = e.ID
 	}
 	return ids
 }
