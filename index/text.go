@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strconv"
 	"unicode/utf8"
 
@@ -15,6 +18,10 @@ import (
 
 // ErrBadTextQuery is returned for a keyword query bleve cannot parse.
 var ErrBadTextQuery = errors.New("bad text query")
+
+// ErrNotTextIndex is returned by RemoveTextIndex for a directory that holds
+// files but no text index.
+var ErrNotTextIndex = errors.New("not a text index directory")
 
 // TextDoc is the text of one doc for the keyword index.
 type TextDoc struct {
@@ -53,6 +60,33 @@ func NewTextIndex(dir string) (*TextIndex, error) {
 	}
 	return &TextIndex{idx: idx}, nil
 }
+
+// RemoveTextIndex removes the text index in dir, so that NewTextIndex
+// creates an empty one there. A missing or empty dir is fine; a dir that
+// holds files but no bleve index is refused with ErrNotTextIndex and left
+// as it is.
+func RemoveTextIndex(dir string) error {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("remove text index: %w", err)
+	}
+	if len(ents) == 0 {
+		return nil
+	}
+	if _, err := os.Stat(filepath.Join(dir, bleveMetaFile)); err != nil {
+		return fmt.Errorf("remove text index: %w: %s holds files but no %s", ErrNotTextIndex, dir, bleveMetaFile)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("remove text index: %w", err)
+	}
+	return nil
+}
+
+// bleveMetaFile is the file every bleve index directory holds.
+const bleveMetaFile = "index_meta.json"
 
 // Index adds or replaces the text of docs, in one batch.
 func (t *TextIndex) Index(ctx context.Context, docs map[uint32]TextDoc) error {

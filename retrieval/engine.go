@@ -4,10 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -124,7 +121,13 @@ func NewEngine(store *graph.Store, opts Options) (*Engine, error) {
 		return e, nil
 	}
 	if opts.TextIndexDir != "" {
-		if err := removeTextIndex(opts.TextIndexDir); err != nil {
+		// Rebuilt below: an index left by an earlier process may lack what
+		// was ingested since.
+		err := index.RemoveTextIndex(opts.TextIndexDir)
+		if errors.Is(err, index.ErrNotTextIndex) {
+			return nil, fmt.Errorf("%w: TextIndexDir: %w", ErrBadOptions, err)
+		}
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -139,33 +142,6 @@ func NewEngine(store *graph.Store, opts Options) (*Engine, error) {
 	e.logger.Info("keyword index built", "ads", store.NumNodes(graph.NodeAd), "dir", opts.TextIndexDir, "elapsed", time.Since(start))
 	return e, nil
 }
-
-// removeTextIndex removes the keyword index in dir before it is rebuilt.
-// It refuses a directory that holds anything but a bleve index, so that a
-// wrong TextIndexDir removes nothing else.
-func removeTextIndex(dir string) error {
-	ents, err := os.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("text index directory: %w", err)
-	}
-	if len(ents) == 0 {
-		return nil
-	}
-	if _, err := os.Stat(filepath.Join(dir, bleveMetaFile)); err != nil {
-		return fmt.Errorf("%w: text index directory %s holds files but no bleve index (%s); refusing to remove it",
-			ErrBadOptions, dir, bleveMetaFile)
-	}
-	if err := os.RemoveAll(dir); err != nil {
-		return fmt.Errorf("remove the previous text index: %w", err)
-	}
-	return nil
-}
-
-// bleveMetaFile is the file every bleve index directory holds.
-const bleveMetaFile = "index_meta.json"
 
 // Close stops the request-time embedding runners and releases the keyword
 // index.
