@@ -6,8 +6,6 @@ import (
 	"math"
 	"testing"
 
-	"github.com/gomlx/gomlx/pkg/ml/context"
-
 	"github.com/hir-ads/hir/graph"
 )
 
@@ -131,41 +129,73 @@ func rep(s []int, times int) []int {
 	return out
 }
 
-// TestTransposedDense checks that the inference form that reads the dense
-// layers' transposed weights (Load) embeds as the trained form does: the
-// same products, summed in the same order.
-func TestTransposedDense(t *testing.T) {
+// TestNativeEncoder checks that the native forward pass (what Load runs on
+// the pure-Go backend) gives GoMLX's embeddings for every form of the
+// encoder's Config, on teacher and student views and on a virtual anchor.
+func TestNativeEncoder(t *testing.T) {
 	w := newSynthWorld(t, 40, 60, 4, 12, 1)
-	dir := t.TempDir()
-	if _, err := Train(gocontext.Background(), w.store, tinyConfig(), dir, nil); err != nil {
-		t.Fatal(err)
-	}
-	plain, err := load(dir, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, err := Load(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := context.GetParamOr(tr.ctx, paramTransposedDense, false); !got {
-		t.Fatal("Load did not set the transposed form")
-	}
-	ids := append(append([]graph.NodeID{}, w.users[:5]...), w.ads[:7]...)
-	ctx := gocontext.Background()
-	a, err := plain.Embed(ctx, w.store, ids, w.store.MaxTS())
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := tr.Embed(ctx, w.store, ids, w.store.MaxTS())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range ids {
-		for j := range a[i] {
-			if d := math.Abs(float64(a[i][j] - b[i][j])); d > 1e-6 {
-				t.Fatalf("node %v coordinate %d: %v transposed, %v plain", ids[i], j, b[i][j], a[i][j])
+	for _, tc := range []struct {
+		name   string
+		config func(*Config)
+	}{
+		{"defaults", func(*Config) {}},
+		{"shared activity", func(c *Config) { c.Activity = ActivityShared }},
+		{"no activity", func(c *Config) { c.Activity = -1 }},
+		{"id rows", func(c *Config) { c.IDRows = 256 }},
+		{"two layers", func(c *Config) { c.Layers = 2 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			tcfg := tinyConfig()
+			tc.config(&tcfg.Model)
+			if _, err := Train(gocontext.Background(), w.store, tcfg, dir, nil); err != nil {
+				t.Fatal(err)
 			}
-		}
+			plain, err := load(dir, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			native, err := load(dir, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if plain.native != nil || native.native == nil {
+				t.Fatal("load did not choose the forward pass asked for")
+			}
+			ctx := gocontext.Background()
+			asOf := w.store.MaxTS()
+			sm := graph.NewSampler(w.store, plain.SamplerOptions())
+			var sgs []*graph.Subgraph
+			for i, id := range append(append([]graph.NodeID{}, w.users[:6]...), w.ads[:8]...) {
+				view := graph.ViewTeacher
+				if i%3 == 2 {
+					view = graph.ViewStudent
+				}
+				sgs = append(sgs, sm.Sample(id, asOf, view, uint64(i)))
+			}
+			var ctxEdges []graph.Edge
+			for _, ad := range w.ads[:3] {
+				ctxEdges = append(ctxEdges, graph.Edge{Nbr: ad, Type: graph.EdgeClick, Out: true, TS: asOf})
+			}
+			sgs = append(sgs, sm.SampleVirtual(graph.NodeUser, ctxEdges, asOf, graph.ViewTeacher, 7))
+			a, err := plain.EmbedSubgraphs(ctx, w.store, sgs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := native.EmbedSubgraphs(ctx, w.store, sgs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range sgs {
+				if len(a[i]) != len(b[i]) {
+					t.Fatalf("subgraph %d: %d coordinates native, %d GoMLX", i, len(b[i]), len(a[i]))
+				}
+				for j := range a[i] {
+					if d := math.Abs(float64(a[i][j] - b[i][j])); d > 2e-5 {
+						t.Fatalf("subgraph %d (N=%d) coordinate %d: %v native, %v GoMLX", i, sgs[i].N, j, b[i][j], a[i][j])
+					}
+				}
+			}
+		})
 	}
 }

@@ -38,8 +38,9 @@ func BenchmarkTrainLoader(b *testing.B) {
 	b.ReportMetric(pipe/syn, "speedup")
 }
 
-// BenchmarkEmbed reports inference embeddings/s at batch 1 and 256 and the
-// checkpoint size.
+// BenchmarkEmbed reports inference embeddings/s at batch 1 to 256 and the
+// checkpoint size, for the native forward pass (what Load runs on the
+// pure-Go backend) and for GoMLX running the encoder (LoadGoMLX).
 func BenchmarkEmbed(b *testing.B) {
 	w := newSynthWorld(b, 300, 300, 6, 20, 5)
 	dir := b.TempDir()
@@ -55,26 +56,39 @@ func BenchmarkEmbed(b *testing.B) {
 			size += st.Size()
 		}
 	}
-	m, err := Load(dir)
+	native, err := load(dir, true)
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, n := range []int{1, 4, 16, 64, 256} {
-		b.Run(fmt.Sprintf("batch=%d", n), func(b *testing.B) {
-			ids := make([]graph.NodeID, n)
-			for i := range ids {
-				ids[i] = w.ads[i%len(w.ads)]
-			}
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := m.Embed(gocontext.Background(), w.store, ids, w.store.MaxTS()); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "embeddings/s")
-			b.ReportMetric(float64(size), "checkpoint_bytes")
-		})
+	gomlx, err := LoadGoMLX(dir)
+	if err != nil {
+		b.Fatal(err)
 	}
+	for _, fc := range []struct {
+		name string
+		m    *Model
+	}{{"native", native}, {"gomlx", gomlx}} {
+		for _, n := range []int{1, 4, 16, 64, 256} {
+			b.Run(fmt.Sprintf("%s/batch=%d", fc.name, n), func(b *testing.B) {
+				benchEmbed(b, w, fc.m, n, size)
+			})
+		}
+	}
+}
+
+func benchEmbed(b *testing.B, w *synthWorld, m *Model, n int, size int64) {
+	ids := make([]graph.NodeID, n)
+	for i := range ids {
+		ids[i] = w.ads[i%len(w.ads)]
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := m.Embed(gocontext.Background(), w.store, ids, w.store.MaxTS()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "embeddings/s")
+	b.ReportMetric(float64(size), "checkpoint_bytes")
 }
 
 // BenchmarkTrainStep reports training anchors/s, steps/s and anchors per

@@ -3,12 +3,10 @@ package model
 import (
 	"fmt"
 	"math"
-	"strings"
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	G "github.com/gomlx/gomlx/pkg/core/graph" // aliased: the project has its own graph package
 	"github.com/gomlx/gomlx/pkg/core/shapes"
-	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/gomlx/gomlx/pkg/ml/context/initializers"
 	"github.com/gomlx/gomlx/pkg/ml/layers"
@@ -48,72 +46,9 @@ func gatherRows(table, idx *G.Node) *G.Node {
 	return G.Reshape(out, append(append([]int{}, dims...), table.Shape().Dimensions[1])...)
 }
 
-// paramTransposedDense, set on an inference context (Load), makes dense
-// read each layer's weights from "weights_t", their [out, in] transpose
-// made once by transposeDenseWeights. The pure-Go backend's DotGeneral
-// wants its right operand as [cross, contracting] and otherwise
-// transposes layers.Dense's [in, out] weights into that order on every
-// call; the products and their order of summation are the same.
-const paramTransposedDense = "hir_transposed_dense"
-
 // dense is a linear layer on the last axis (layers.Dense; its variables).
 func dense(ctx *context.Context, name string, x *G.Node, useBias bool, out int) *G.Node {
-	if !context.GetParamOr(ctx, paramTransposedDense, false) {
-		return layers.Dense(ctx.In(name), x, useBias, out)
-	}
-	g := x.Graph()
-	c := ctx.In(name).In("dense")
-	wt := c.GetVariable(denseWeightsT)
-	if wt == nil {
-		panic(fmt.Sprintf("model: %s has no %s (transposeDenseWeights not run)", c.Scope(), denseWeightsT))
-	}
-	y := G.DotGeneral(x, []int{x.Rank() - 1}, nil, wt.ValueGraph(g), []int{1}, nil)
-	if useBias {
-		b := c.GetVariable("biases").ValueGraph(g)
-		dims := make([]int, y.Rank())
-		for i := range dims {
-			dims[i] = 1
-		}
-		dims[len(dims)-1] = out
-		y = G.Add(y, G.Reshape(b, dims...))
-	}
-	return y
-}
-
-// denseWeightsT names the transposed weights of a dense layer.
-const denseWeightsT = "weights_t"
-
-// transposeDenseWeights adds beside every dense layer's [in, out]
-// "weights" of ctx their [out, in] transpose, and sets
-// paramTransposedDense so that the graphs built from ctx read those.
-// For inference contexts only: the copies are not trained.
-func transposeDenseWeights(ctx *context.Context) error {
-	var ws []*context.Variable
-	ctx.EnumerateVariables(func(v *context.Variable) {
-		if v.Name() == "weights" && strings.HasSuffix(v.Scope(), "/dense") && v.Shape().Rank() == 2 {
-			ws = append(ws, v)
-		}
-	})
-	for _, v := range ws {
-		t, err := v.Value()
-		if err != nil {
-			return fmt.Errorf("transpose %s: %w", v.ScopeAndName(), err)
-		}
-		in, out := t.Shape().Dimensions[0], t.Shape().Dimensions[1]
-		flat, err := tensors.CopyFlatData[float32](t)
-		if err != nil {
-			return fmt.Errorf("transpose %s: %w", v.ScopeAndName(), err)
-		}
-		tr := make([]float32, len(flat))
-		for i := range in {
-			for j := range out {
-				tr[j*in+i] = flat[i*out+j]
-			}
-		}
-		ctx.InAbsPath(v.Scope()).VariableWithValue(denseWeightsT, tensors.FromFlatDataAndDimensions(tr, out, in))
-	}
-	ctx.SetParam(paramTransposedDense, true)
-	return nil
+	return layers.Dense(ctx.In(name), x, useBias, out)
 }
 
 // layerNorm normalises the last axis, with learned gain and offset.

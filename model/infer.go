@@ -3,6 +3,7 @@ package model
 import (
 	gocontext "context"
 	"fmt"
+	"github.com/gomlx/gomlx/backends/simplego"
 	G "github.com/gomlx/gomlx/pkg/core/graph" // aliased: the project has its own graph package
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
@@ -25,18 +26,33 @@ type Model struct {
 	ctx     *context.Context
 	exec    *context.Exec
 	feat    *featurizer
-	protos  [][][]float32 // [level][k][EmbedDim], L2-normalised
-	parents [][]int       // [level][k] parent index in level-1 (nil for level 0)
+	native  *nativeEncoder // nil: inference runs exec
+	protos  [][][]float32  // [level][k][EmbedDim], L2-normalised
+	parents [][]int        // [level][k] parent index in level-1 (nil for level 0)
 }
 
 // Load loads a model version for inference. dir is either a version
 // directory (DIR/models/vN) or a data directory, in which case the latest
 // version under DIR/models is loaded.
-func Load(dir string) (*Model, error) { return load(dir, true) }
+//
+// On the pure-Go backend the model embeds with its native forward pass
+// (nativeEncoder); on any other backend GoMLX runs the encoder.
+func Load(dir string) (*Model, error) {
+	be, err := Backend()
+	if err != nil {
+		return nil, err
+	}
+	_, pureGo := be.(*simplego.Backend)
+	return load(dir, pureGo)
+}
 
-// load is Load; transposed reads the dense layers' weights from their
-// transposes (transposeDenseWeights), as Load does.
-func load(dir string, transposed bool) (*Model, error) {
+// LoadGoMLX is Load with GoMLX running inference on every backend, the
+// pure-Go one included: for comparing the two forward passes, and for
+// exercising what batches GoMLX calls (model.Model.BatchGain).
+func LoadGoMLX(dir string) (*Model, error) { return load(dir, false) }
+
+// load is Load; native chooses the native forward pass for inference.
+func load(dir string, native bool) (*Model, error) {
 	RegisterFastDotGradients()
 	if _, err := os.Stat(filepath.Join(dir, FileConfig)); err != nil {
 		latest, err := LatestVersionDir(dir)
@@ -64,11 +80,6 @@ func load(dir string, transposed bool) (*Model, error) {
 		return nil, fmt.Errorf("load model: %w", err)
 	}
 	var err error
-	if transposed {
-		if err := transposeDenseWeights(m.ctx); err != nil {
-			return nil, fmt.Errorf("load model: %w", err)
-		}
-	}
 	if m.protos, err = readPrototypes(m.ctx, m.cfg.Model); err != nil {
 		return nil, fmt.Errorf("load model: %w", err)
 	}
@@ -91,6 +102,11 @@ func load(dir string, transposed bool) (*Model, error) {
 		return nil, fmt.Errorf("build encoder: %w", err)
 	}
 	m.exec.SetMaxCache(32)
+	if native {
+		if m.native, err = newNativeEncoder(m.ctx, mc); err != nil {
+			return nil, fmt.Errorf("load model: %w", err)
+		}
+	}
 	return m, nil
 }
 
@@ -158,13 +174,18 @@ func (m *Model) EmbedSubgraphs(ctx gocontext.Context, src Entities, sgs []*graph
 // subgraphs of the call nor on the batch size it was padded to
 // (TestEmbedBatchInvariant).
 func (m *Model) EmbedSubgraphsFrom(ctx gocontext.Context, src func(i int) Entities, sgs []*graph.Subgraph) ([][]float32, error) {
-	out := make([][]float32, len(sgs))
-	// Group by N so each group has one shape.
-	byN := map[int][]int{}
 	for i, sg := range sgs {
 		if sg == nil {
 			return nil, fmt.Errorf("embed subgraph %d: %w: nil", i, ErrBadConfig)
 		}
+	}
+	if m.native != nil {
+		return m.embedNative(ctx, src, sgs)
+	}
+	out := make([][]float32, len(sgs))
+	// Group by N so each group has one shape.
+	byN := map[int][]int{}
+	for i, sg := range sgs {
 		byN[sg.N] = append(byN[sg.N], i)
 	}
 	ns := make([]int, 0, len(byN))
@@ -208,6 +229,11 @@ func (m *Model) EmbedSubgraphsFrom(ctx gocontext.Context, src func(i int) Entiti
 	}
 	return out, nil
 }
+
+// BatchGain reports whether one forward call over several subgraphs costs
+// less per subgraph than a call each: true where GoMLX runs the encoder,
+// false for the native forward pass, which embeds subgraphs one by one.
+func (m *Model) BatchGain() bool { return m.native == nil }
 
 // Levels returns the number of prototype levels.
 func (m *Model) Levels() int { return len(m.protos) }

@@ -119,9 +119,11 @@ func (b *embedBatcher) ensureRunner() {
 }
 
 // embed returns m's embedding of sg, whose nodes' content src gives, run
-// in a forward call shared with concurrent callers.
+// in a forward call shared with concurrent callers, or in the caller's own
+// when batching gains nothing (Max 1, or a model without
+// model.Model.BatchGain).
 func (b *embedBatcher) embed(ctx context.Context, m *model.Model, src model.Entities, sg *graph.Subgraph) ([]float32, error) {
-	if b.opts.Max == 1 {
+	if b.opts.Max == 1 || !m.BatchGain() {
 		v, err := m.EmbedSubgraphs(ctx, src, []*graph.Subgraph{sg})
 		if err != nil {
 			return nil, err

@@ -7,14 +7,48 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/hir-ads/hir/model"
 	"github.com/hir-ads/hir/retrieval"
 )
 
 // TestRetrieveFreshBatched checks that never-seen users retrieved by
-// concurrent requests, whose embeddings the engine runs in shared forward
-// calls, get exactly the answers they get one at a time.
+// concurrent requests get exactly the answers they get one at a time: with
+// the model that Load gives here (the native forward pass, one subgraph at a
+// time in the caller's goroutine) and with GoMLX running the encoder, whose
+// request-time embeddings the engine runs in shared forward calls.
 func TestRetrieveFreshBatched(t *testing.T) {
-	srv := newBenchEnv(t)
+	srv, dir := newBenchEnvDir(t)
+	ctx := context.Background()
+	vdir, err := model.LatestVersionDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := model.LoadGoMLX(vdir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	served, err := retrieval.Open(ctx, m, srv.store, vdir, srv.store.MaxTS(), retrieval.BuildOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gomlx, err := retrieval.NewEngine(srv.store, srv.engine.Options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gomlx.Close()
+	if err := gomlx.Publish(ctx, served); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		engine  *retrieval.Engine
+		batched bool
+	}{{"native", srv.engine, false}, {"gomlx", gomlx, true}} {
+		t.Run(tc.name, func(t *testing.T) { testRetrieveFreshBatched(t, srv, tc.engine, tc.batched) })
+	}
+}
+
+func testRetrieveFreshBatched(t *testing.T, srv *Server, engine *retrieval.Engine, batched bool) {
 	ctx := context.Background()
 	const n = 24
 	reqs := make([]retrieval.Request, n)
@@ -31,13 +65,13 @@ func TestRetrieveFreshBatched(t *testing.T) {
 	}
 	alone := make([]*retrieval.Response, n)
 	for i := range reqs {
-		res, err := srv.engine.Retrieve(ctx, reqs[i])
+		res, err := engine.Retrieve(ctx, reqs[i])
 		if err != nil {
 			t.Fatal(err)
 		}
 		alone[i] = res
 	}
-	before := srv.engine.EmbedBatchStats()
+	before := engine.EmbedBatchStats()
 	together := make([]*retrieval.Response, n)
 	var wg sync.WaitGroup
 	start := make(chan struct{})
@@ -45,7 +79,7 @@ func TestRetrieveFreshBatched(t *testing.T) {
 	for i := range reqs {
 		wg.Go(func() {
 			<-start
-			together[i], errs[i] = srv.engine.Retrieve(ctx, reqs[i])
+			together[i], errs[i] = engine.Retrieve(ctx, reqs[i])
 		})
 	}
 	close(start)
@@ -65,9 +99,12 @@ func TestRetrieveFreshBatched(t *testing.T) {
 			}
 		}
 	}
-	after := srv.engine.EmbedBatchStats()
+	after := engine.EmbedBatchStats()
 	calls, embedded := after.Calls-before.Calls, after.Embedded-before.Embedded
-	if embedded != n || calls >= n {
+	switch {
+	case batched && (embedded != n || calls >= n):
 		t.Errorf("concurrent requests: %d forward calls for %d embeddings, want fewer calls than the %d requests", calls, embedded, n)
+	case !batched && (calls != 0 || embedded != 0):
+		t.Errorf("native forward pass: %d batched calls for %d embeddings, want none", calls, embedded)
 	}
 }

@@ -71,6 +71,13 @@ func BenchmarkEngineRetrieve(b *testing.B) {
 
 func newBenchEnv(b testing.TB) *Server {
 	b.Helper()
+	srv, _ := newBenchEnvDir(b)
+	return srv
+}
+
+// newBenchEnvDir is newBenchEnv, with the server's data directory.
+func newBenchEnvDir(b testing.TB) (*Server, string) {
+	b.Helper()
 	dir := b.TempDir()
 	log, store, _, err := OpenStore(context.Background(), eventlogOptions(dir), graphOptions())
 	if err != nil {
@@ -102,5 +109,5 @@ func newBenchEnv(b testing.TB) *Server {
 	if err := tr.RunOnce(ctx); err != nil {
 		b.Fatal(err)
 	}
-	return srv
+	return srv, dir
 }

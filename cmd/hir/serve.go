@@ -180,7 +180,7 @@ func serve(ctx context.Context, e *env, cfg serveConfig) error {
 		MaxInFlight: cfg.maxInFlight, MaxQueueWait: cfg.maxQueueWait,
 		Retrieval: retrieval.Options{Rank: cfg.prior.options(), Weights: cfg.prior.weights(), Build: cfg.build(logger),
 			TextIndexDir: filepath.Join(cfg.dataDir, textIndexDir),
-			EmbedBatch: retrieval.EmbedBatchOptions{Max: cfg.embedBatch}, NarrowRequestView: cfg.narrowView}}, log, store)
+			EmbedBatch:   retrieval.EmbedBatchOptions{Max: cfg.embedBatch}, NarrowRequestView: cfg.narrowView}}, log, store)
 	if err != nil {
 		return errors.Join(fmt.Errorf("create server: %w", err), log.Close())
 	}

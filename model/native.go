@@ -1,0 +1,416 @@
+package model
+
+import (
+	gocontext "context"
+	"fmt"
+	"math"
+	"sync"
+
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/viterin/vek/vek32"
+
+	"github.com/hir-ads/hir/graph"
+)
+
+// nativeEncoder is encode's forward pass in plain Go over a loaded model's
+// trained weights: what Model runs for inference on the pure-Go backend.
+// That backend executes the encoder graph op by op with a scalar matrix
+// kernel, so one request-time embedding (a 16-node subgraph, ~1 MFLOP)
+// cost ~2.3 ms, most of it per-op overhead; this computes the same
+// function with SIMD dot products (github.com/viterin/vek) in ~0.15 ms.
+// GoMLX remains what defines, trains and checkpoints the model (and
+// what runs inference on other backends); TestNativeEncoder checks that
+// both give the same embeddings for every form of Config.
+//
+// It computes only what the anchor's embedding depends on: padding tokens
+// are skipped (their keys are masked out of every softmax) and the last
+// layer attends and transforms the anchor's row only.
+type nativeEncoder struct {
+	c Config
+	// Tables [rows, cols], flat.
+	typ, hop, edgeType, timeBucket, text, attr, idRows, actType []float32
+	biasSPD, biasType                                           []float32 // [rows, Heads]
+	hash1, hash2, vector, walk, edgeWeight, project             nativeDense
+	actTok1, actTok2, act1, act2                                nativeDense
+	layers                                                      []nativeLayer
+	lnOut                                                       nativeNorm
+	scratch                                                     sync.Pool // *nativeScratch
+}
+
+type nativeLayer struct {
+	lnAttn, lnFFN nativeNorm
+	q, k, v, out  nativeDense
+	ffn1, ffn2    nativeDense
+}
+
+// nativeDense is a dense layer: w holds the [out, in] transpose of
+// layers.Dense's weights, so that each output is one contiguous dot product.
+type nativeDense struct {
+	w       []float32
+	b       []float32 // nil: no bias
+	in, out int
+}
+
+func (d *nativeDense) apply(dst, x []float32) {
+	for o := range d.out {
+		s := vek32.Dot(d.w[o*d.in:(o+1)*d.in], x[:d.in])
+		if d.b != nil {
+			s += d.b[o]
+		}
+		dst[o] = s
+	}
+}
+
+// nativeNorm is layers.LayerNormalization over the last axis with its
+// defaults: epsilon 1e-3, learned gain and offset.
+type nativeNorm struct{ gain, offset []float32 }
+
+const layerNormEpsilon = 1e-3
+
+func (n *nativeNorm) apply(dst, x []float32) {
+	var mean float32
+	for _, v := range x {
+		mean += v
+	}
+	mean /= float32(len(x))
+	var variance float32
+	for _, v := range x {
+		d := v - mean
+		variance += d * d
+	}
+	variance /= float32(len(x))
+	inv := 1 / float32(math.Sqrt(float64(variance+layerNormEpsilon)))
+	for i, v := range x {
+		dst[i] = (v-mean)*inv*n.gain[i] + n.offset[i]
+	}
+}
+
+// nativeScratch holds one forward pass's buffers.
+type nativeScratch struct {
+	x, y, q, k, v, o, f []float32
+	bias, logits        []float32
+	tok                 []int // the subgraph's unmasked tokens, anchor first
+}
+
+func gelu(x float32) float32 {
+	return x * 0.5 * (1 + float32(math.Erf(float64(x)/math.Sqrt2)))
+}
+
+// newNativeEncoder reads c's encoder weights from ctx (a loaded model's).
+func newNativeEncoder(ctx *context.Context, c Config) (*nativeEncoder, error) {
+	r := weightReader{ctx: ctx}
+	ne := &nativeEncoder{c: c}
+	D := c.Dim
+	tbl := func(name string, cols int) []float32 { return r.table("/"+scopeEncoder+"/"+name, cols) }
+	ne.typ = tbl("type", D)
+	ne.hop = tbl("hop", D)
+	ne.edgeType = tbl("edge_type", D)
+	ne.timeBucket = tbl("time_bucket", D)
+	ne.text = tbl("text", D)
+	ne.attr = tbl("attr", D)
+	ne.biasSPD = tbl("bias_spd", c.Heads)
+	ne.biasType = tbl("bias_type", c.Heads)
+	if c.IDRows > 1 {
+		ne.idRows = tbl("id_rows", D)
+	}
+	dn := func(scope string, bias bool) nativeDense { return r.dense("/"+scopeEncoder+"/"+scope, bias) }
+	ne.hash1, ne.hash2 = dn("hash_1", true), dn("hash_2", true)
+	ne.vector, ne.walk, ne.edgeWeight = dn("vector", false), dn("walk", false), dn("edge_weight", false)
+	ne.project = dn("project", true)
+	if c.Activity == ActivityShared {
+		ne.actTok1, ne.actTok2 = dn("activity_token_1", true), dn("activity_token_2", false)
+	}
+	if c.Activity > 0 {
+		ne.act1, ne.act2 = dn("activity_1", true), dn("activity_2", true)
+		if c.Activity >= ActivityTyped {
+			ne.actType = tbl("activity_type", activityHidden)
+		}
+	}
+	for l := range c.Layers {
+		p := fmt.Sprintf("layer_%d/", l)
+		ne.layers = append(ne.layers, nativeLayer{
+			lnAttn: r.norm("/" + scopeEncoder + "/" + p + "ln_attn"), lnFFN: r.norm("/" + scopeEncoder + "/" + p + "ln_ffn"),
+			q: dn(p+"q", true), k: dn(p+"k", true), v: dn(p+"v", true), out: dn(p+"out", true),
+			ffn1: dn(p+"ffn_1", true), ffn2: dn(p+"ffn_2", true),
+		})
+	}
+	ne.lnOut = r.norm("/" + scopeEncoder + "/ln_out")
+	if r.err != nil {
+		return nil, fmt.Errorf("native encoder: %w", r.err)
+	}
+	return ne, nil
+}
+
+// weightReader copies variables out of a context, keeping the first error.
+type weightReader struct {
+	ctx *context.Context
+	err error
+}
+
+func (r *weightReader) read(scope, name string) ([]float32, []int) {
+	if r.err != nil {
+		return nil, nil
+	}
+	v := r.ctx.InAbsPath(scope).GetVariable(name)
+	if v == nil {
+		r.err = fmt.Errorf("no variable %s/%s", scope, name)
+		return nil, nil
+	}
+	t, err := v.Value()
+	if err != nil {
+		r.err = fmt.Errorf("%s/%s: %w", scope, name, err)
+		return nil, nil
+	}
+	flat, err := tensors.CopyFlatData[float32](t)
+	if err != nil {
+		r.err = fmt.Errorf("%s/%s: %w", scope, name, err)
+		return nil, nil
+	}
+	return flat, t.Shape().Dimensions
+}
+
+func (r *weightReader) table(scope string, cols int) []float32 {
+	flat, dims := r.read(scope, "table")
+	if r.err == nil && (len(dims) != 2 || dims[1] != cols) {
+		r.err = fmt.Errorf("%s/table: shape %v, want [_, %d]", scope, dims, cols)
+	}
+	return flat
+}
+
+func (r *weightReader) dense(scope string, bias bool) nativeDense {
+	w, dims := r.read(scope+"/dense", "weights")
+	if r.err != nil {
+		return nativeDense{}
+	}
+	if len(dims) != 2 {
+		r.err = fmt.Errorf("%s/dense/weights: shape %v, want rank 2", scope, dims)
+		return nativeDense{}
+	}
+	d := nativeDense{in: dims[0], out: dims[1], w: make([]float32, len(w))}
+	for i := range d.in {
+		for j := range d.out {
+			d.w[j*d.in+i] = w[i*d.out+j]
+		}
+	}
+	if bias {
+		d.b, _ = r.read(scope+"/dense", "biases")
+	}
+	return d
+}
+
+func (r *weightReader) norm(scope string) nativeNorm {
+	gain, _ := r.read(scope+"/layer_normalization", "gain")
+	offset, _ := r.read(scope+"/layer_normalization", "offset")
+	return nativeNorm{gain: gain, offset: offset}
+}
+
+// embed writes into out[:EmbedDim] the embedding of row b of bt.
+func (ne *nativeEncoder) embed(bt *batch, b int, out []float32) {
+	c := ne.c
+	N, D, H := bt.N, c.Dim, c.Heads
+	dh := D / H
+	s, _ := ne.scratch.Get().(*nativeScratch)
+	if s == nil || len(s.x) < N*D {
+		s = &nativeScratch{
+			x: make([]float32, N*D), y: make([]float32, N*D), q: make([]float32, N*D), k: make([]float32, N*D),
+			v: make([]float32, N*D), o: make([]float32, max(D, c.FFNDim, c.HashDim, activityHidden)),
+			f:    make([]float32, max(D, c.FFNDim, c.HashDim, activityHidden)),
+			bias: make([]float32, H*N*N), logits: make([]float32, N), tok: make([]int, 0, N),
+		}
+	}
+	defer ne.scratch.Put(s)
+	s.tok = s.tok[:0]
+	for i := range N {
+		if bt.mask[b*N+i] {
+			s.tok = append(s.tok, i)
+		}
+	}
+	T := len(s.tok)
+	row := func(tbl []float32, r int32, cols int) []float32 { return tbl[int(r)*cols : (int(r)+1)*cols] }
+	// Node, position and edge encoders, for the unmasked tokens (x[a*D:]
+	// is the a-th of them).
+	for a, i := range s.tok {
+		t := b*N + i
+		x := s.x[a*D : (a+1)*D]
+		copy(x, row(ne.typ, bt.nodeType[t], D))
+		ne.hash1.apply(s.f, bt.hash[t*c.HashK:(t+1)*c.HashK])
+		for j := range c.HashDim {
+			s.f[j] = gelu(s.f[j])
+		}
+		ne.hash2.apply(s.o, s.f)
+		vek32.Add_Inplace(x, s.o[:D])
+		if ne.idRows != nil {
+			vek32.Add_Inplace(x, row(ne.idRows, bt.idRows[2*t], D))
+			vek32.Add_Inplace(x, row(ne.idRows, bt.idRows[2*t+1], D))
+		}
+		ne.bagMean(x, ne.text, bt.text[t*c.TextLen:(t+1)*c.TextLen], bt.textMask[t*c.TextLen:(t+1)*c.TextLen])
+		ne.bagMean(x, ne.attr, bt.attr[t*c.AttrLen:(t+1)*c.AttrLen], bt.attrMask[t*c.AttrLen:(t+1)*c.AttrLen])
+		ne.vector.apply(s.o, bt.vec[t*c.VectorDim:(t+1)*c.VectorDim])
+		vek32.Add_Inplace(x, s.o[:D])
+		vek32.Add_Inplace(x, row(ne.hop, bt.hop[t], D))
+		walk, weight := bt.walk[t], bt.weight[t]
+		for j := range D {
+			x[j] += walk*ne.walk.w[j] + weight*ne.edgeWeight.w[j]
+		}
+		vek32.Add_Inplace(x, row(ne.edgeType, bt.edgeType[t], D))
+		vek32.Add_Inplace(x, row(ne.timeBucket, bt.timeBucket[t], D))
+	}
+	activity := bt.activity[2*b : 2*b+2]
+	if c.Activity == ActivityShared {
+		ne.actTok1.apply(s.f, activity)
+		for j := range activityHidden {
+			s.f[j] = gelu(s.f[j])
+		}
+		ne.actTok2.apply(s.o, s.f)
+		vek32.Add_Inplace(s.x[:D], s.o[:D])
+	}
+	// Structural attention bias of every pair of unmasked tokens: [H, T, T].
+	for a, i := range s.tok {
+		for z, j := range s.tok {
+			p := b*N*N + i*N + j
+			spd, tp := row(ne.biasSPD, bt.spd[p], H), row(ne.biasType, bt.typePair[p], H)
+			for h := range H {
+				s.bias[(h*T+a)*T+z] = spd[h] + tp[h]
+			}
+		}
+	}
+	scale := float32(1 / math.Sqrt(float64(dh)))
+	for l := range ne.layers {
+		L := &ne.layers[l]
+		rows := T // query rows this layer must update
+		if l == len(ne.layers)-1 {
+			rows = 1 // the anchor's is the only one read after the last layer
+		}
+		for a := range T {
+			y := s.y[a*D : (a+1)*D]
+			L.lnAttn.apply(y, s.x[a*D:(a+1)*D])
+			L.k.apply(s.k[a*D:(a+1)*D], y)
+			L.v.apply(s.v[a*D:(a+1)*D], y)
+			if a < rows {
+				L.q.apply(s.q[a*D:(a+1)*D], y)
+			}
+		}
+		for a := range rows {
+			o := s.o[:D]
+			for h := range H {
+				qh := s.q[a*D+h*dh : a*D+(h+1)*dh]
+				lg := s.logits[:T]
+				mx := float32(math.Inf(-1))
+				for z := range T {
+					lg[z] = vek32.Dot(qh, s.k[z*D+h*dh:z*D+(h+1)*dh])*scale + s.bias[(h*T+a)*T+z]
+					mx = max(mx, lg[z])
+				}
+				var sum float32
+				for z := range T {
+					lg[z] = float32(math.Exp(float64(lg[z] - mx)))
+					sum += lg[z]
+				}
+				oh := o[h*dh : (h+1)*dh]
+				clear(oh)
+				for z := range T {
+					w := lg[z] / sum
+					for d, v := range s.v[z*D+h*dh : z*D+(h+1)*dh] {
+						oh[d] += w * v
+					}
+				}
+			}
+			L.out.apply(s.f[:D], o)
+			vek32.Add_Inplace(s.x[a*D:(a+1)*D], s.f[:D])
+		}
+		for a := range rows {
+			x := s.x[a*D : (a+1)*D]
+			y := s.y[a*D : (a+1)*D]
+			L.lnFFN.apply(y, x)
+			L.ffn1.apply(s.f, y)
+			for j := range c.FFNDim {
+				s.f[j] = gelu(s.f[j])
+			}
+			L.ffn2.apply(s.o, s.f)
+			vek32.Add_Inplace(x, s.o[:D])
+		}
+	}
+	ne.lnOut.apply(s.y[:D], s.x[:D])
+	e := out[:c.EmbedDim]
+	ne.project.apply(e, s.y[:D])
+	if c.Activity > 0 {
+		ne.act1.apply(s.f, activity)
+		if ne.actType != nil {
+			vek32.Add_Inplace(s.f[:activityHidden], row(ne.actType, bt.nodeType[b*N], activityHidden))
+		}
+		for j := range activityHidden {
+			s.f[j] = gelu(s.f[j])
+		}
+		ne.act2.apply(s.o, s.f)
+		axis := popularityAxis(c)
+		e[axis] = 0
+		if c.Activity >= ActivityTyped {
+			l2Normalize(e)
+		}
+		e[axis] = s.o[0]
+	}
+	l2Normalize(e)
+}
+
+// bagMean adds to x the mean of tbl's rows idx where mask is set (nothing
+// when none is).
+func (ne *nativeEncoder) bagMean(x, tbl []float32, idx []int32, mask []float32) {
+	D := len(x)
+	var n float32
+	for _, m := range mask {
+		n += m
+	}
+	if n == 0 {
+		return
+	}
+	inv := 1 / max(n, 1)
+	for j, m := range mask {
+		if m == 0 {
+			continue
+		}
+		r := tbl[int(idx[j])*D : (int(idx[j])+1)*D]
+		w := m * inv
+		for d, v := range r {
+			x[d] += w * v
+		}
+	}
+}
+
+// l2Normalize scales v to unit length (a zero v stays zero, as
+// G.L2Normalize leaves it).
+func l2Normalize(v []float32) {
+	n := vek32.Dot(v, v)
+	if n == 0 {
+		return
+	}
+	vek32.MulNumber_Inplace(v, float32(1/math.Sqrt(float64(n))))
+}
+
+// embedNative embeds sgs with ne; src(i) supplies the content of sgs[i].
+func (m *Model) embedNative(ctx gocontext.Context, src func(i int) Entities, sgs []*graph.Subgraph) ([][]float32, error) {
+	out := make([][]float32, len(sgs))
+	e := m.cfg.Model.EmbedDim
+	flat := make([]float32, len(sgs)*e)
+	for lo := 0; lo < len(sgs); {
+		hi := lo + 1
+		for hi < len(sgs) && sgs[hi].N == sgs[lo].N {
+			hi++
+		}
+		bt, err := m.feat.featurizeFrom(func(k int) Entities { return src(lo + k) }, sgs[lo:hi], hi-lo)
+		if err != nil {
+			return nil, fmt.Errorf("embed: %w", err)
+		}
+		for k := range hi - lo {
+			if k%64 == 63 {
+				if err := ctx.Err(); err != nil {
+					return nil, err
+				}
+			}
+			v := flat[(lo+k)*e : (lo+k+1)*e : (lo+k+1)*e]
+			m.native.embed(bt, k, v)
+			out[lo+k] = v
+		}
+		lo = hi
+	}
+	return out, nil
+}
