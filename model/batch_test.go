@@ -199,3 +199,13 @@ func TestNativeEncoder(t *testing.T) {
 		})
 	}
 }
+
+// TestErf32 checks the native forward pass's error function against
+// math.Erf.
+func TestErf32(t *testing.T) {
+	for x := -6.0; x <= 6; x += 1.0 / 64 {
+		if got, want := float64(erf32(float32(x))), math.Erf(x); math.Abs(got-want) > 5e-7 {
+			t.Fatalf("erf32(%v) = %v, want %v", x, got, want)
+		}
+	}
+}

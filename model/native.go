@@ -93,8 +93,22 @@ type nativeScratch struct {
 	tok                 []int // the subgraph's unmasked tokens, anchor first
 }
 
+// gelu is activations.Gelu, x·Φ(x), with erf32 for its error function.
 func gelu(x float32) float32 {
-	return x * 0.5 * (1 + float32(math.Erf(float64(x)/math.Sqrt2)))
+	return x * 0.5 * (1 + erf32(x*(1/math.Sqrt2)))
+}
+
+// erf32 is the error function within 5e-7 (Abramowitz and Stegun
+// 7.1.26: 1.5e-7, plus float32 rounding), at less than half the cost of
+// math.Erf, which took a third of a forward pass.
+func erf32(x float32) float32 {
+	sign := float32(1)
+	if x < 0 {
+		sign, x = -1, -x
+	}
+	t := 1 / (1 + 0.3275911*x)
+	p := ((((1.061405429*t-1.453152027)*t+1.421413741)*t-0.284496736)*t + 0.254829592) * t
+	return sign * (1 - p*float32(math.Exp(float64(-x*x))))
 }
 
 // newNativeEncoder reads c's encoder weights from ctx (a loaded model's).
