@@ -210,10 +210,14 @@ func (e *Engine) Publish(ctx context.Context, s *Served) error {
 }
 
 // warmEmbed runs s's model once at every batch size that request-time
-// micro-batching uses, so that no request waits for a graph to compile.
-// Outside the apply lock; a failure is only logged (requests would compile
-// what they need).
+// micro-batching uses, so that no request waits for a graph to compile
+// (nothing to do for the native forward pass, which compiles nothing and
+// does not batch: model.Model.BatchGain). Outside the apply lock; a
+// failure is only logged (requests would compile what they need).
 func (e *Engine) warmEmbed(ctx context.Context, s *Served) {
+	if !s.Gen.Model.BatchGain() {
+		return
+	}
 	start := time.Now()
 	sg := s.sampler(e.store, e.opts.NarrowRequestView).SampleVirtual(graph.NodeUser, nil, serveTime(e.store), graph.ViewTeacher, 1)
 	for b := 1; ; b *= 2 {

@@ -102,7 +102,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	fs.IntVar(&cfg.rateBurst, "rate-burst", 0, "token-bucket burst of the rate limit (0: 2000)")
 	fs.IntVar(&cfg.maxInFlight, "max-inflight", serving.DefaultMaxInFlight, "requests handled at once; more wait up to --max-queue-wait, then get 503 with Retry-After (negative: no bound)")
 	fs.DurationVar(&cfg.maxQueueWait, "max-queue-wait", serving.DefaultMaxQueueWait, "how long a request waits for one of the --max-inflight slots before it is shed")
-	fs.IntVar(&cfg.embedBatch, "embed-batch", retrieval.DefaultEmbedBatchMax, "most request-time embeddings (never-seen users, context events) of concurrent requests run in one forward call (1: no batching)")
+	fs.IntVar(&cfg.embedBatch, "embed-batch", retrieval.DefaultEmbedBatchMax, "most request-time embeddings (never-seen users, context events) of concurrent requests run in one forward call where GoMLX runs the encoder (XLA); the pure-Go backend's native forward pass embeds each in its own request (1: no batching)")
 	fs.BoolVar(&cfg.narrowView, "narrow-request-view", false, "embed request-time users from the model's narrow student view (faster; answers differ from the teacher view's)")
 	fs.StringVar(&cfg.debugAddr, "debug-addr", "", "serve Go's profiles (net/http/pprof, /debug/pprof/) on this second address, e.g. 127.0.0.1:6060 (empty: off; unauthenticated, keep it on loopback)")
 	cfg.prior.register(fs, "weight of the ads' engagement prior in the re-rank when a request names none")
