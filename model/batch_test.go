@@ -2,6 +2,7 @@ package model
 
 import (
 	gocontext "context"
+	"errors"
 	"fmt"
 	"math"
 	"testing"
@@ -206,6 +207,28 @@ func TestErf32(t *testing.T) {
 	for x := -6.0; x <= 6; x += 1.0 / 64 {
 		if got, want := float64(erf32(float32(x))), math.Erf(x); math.Abs(got-want) > 5e-7 {
 			t.Fatalf("erf32(%v) = %v, want %v", x, got, want)
+		}
+	}
+}
+
+// TestEmbedRejectsMaskedAnchor checks that a subgraph whose anchor (token
+// 0) is masked out is refused by both forward passes, rather than embedded
+// from whatever the other tokens hold.
+func TestEmbedRejectsMaskedAnchor(t *testing.T) {
+	w := newSynthWorld(t, 40, 60, 4, 12, 1)
+	dir := t.TempDir()
+	if _, err := Train(gocontext.Background(), w.store, tinyConfig(), dir, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, native := range []bool{false, true} {
+		m, err := load(dir, native)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sg := graph.NewSampler(w.store, m.SamplerOptions()).Sample(w.users[0], w.store.MaxTS(), graph.ViewTeacher, 1)
+		sg.Mask[0] = false
+		if _, err := m.EmbedSubgraphs(gocontext.Background(), w.store, []*graph.Subgraph{sg}); !errors.Is(err, ErrBadConfig) {
+			t.Errorf("native %v: err %v, want ErrBadConfig", native, err)
 		}
 	}
 }

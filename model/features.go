@@ -234,6 +234,9 @@ func (f *featurizer) featurizeFrom(src func(b int) Entities, sgs []*graph.Subgra
 			len(sg.WalkFreq) != n {
 			return nil, fmt.Errorf("featurize: subgraph %d: %w: inconsistent shape (N=%d)", i, ErrBadConfig, n)
 		}
+		if n == 0 || !sg.Mask[0] {
+			return nil, fmt.Errorf("featurize: subgraph %d: %w: no anchor (token 0 masked out)", i, ErrBadConfig)
+		}
 	}
 	rows = max(rows, len(sgs))
 	c := f.cfg
