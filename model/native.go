@@ -44,21 +44,36 @@ type nativeLayer struct {
 	ffn1, ffn2    nativeDense
 }
 
-// nativeDense is a dense layer: w holds the [out, in] transpose of
-// layers.Dense's weights, so that each output is one contiguous dot product.
+// nativeDense is a dense layer: w holds layers.Dense's [in, out] weights,
+// row-major.
 type nativeDense struct {
 	w       []float32
 	b       []float32 // nil: no bias
 	in, out int
 }
 
-func (d *nativeDense) apply(dst, x []float32) {
-	for o := range d.out {
-		s := vek32.Dot(d.w[o*d.in:(o+1)*d.in], x[:d.in])
-		if d.b != nil {
-			s += d.b[o]
+// denseChunk bounds the multiply-adds of one vek32.MatMul_Into call: vek
+// runs calls below 100,000 in the caller's goroutine and splits larger
+// ones across new goroutines, which a request should not spawn.
+const denseChunk = 99_999
+
+// apply writes into dst[:rows*out] the layer's outputs for the rows
+// x[:rows*in] (row-major).
+func (d *nativeDense) apply(dst, x []float32, rows int) {
+	dst = dst[:rows*d.out]
+	if d.in == 0 {
+		clear(dst)
+	} else {
+		step := max(1, denseChunk/(d.in*d.out))
+		for r := 0; r < rows; r += step {
+			n := min(step, rows-r)
+			vek32.MatMul_Into(dst[r*d.out:(r+n)*d.out], x[r*d.in:(r+n)*d.in], d.w, d.in)
 		}
-		dst[o] = s
+	}
+	if d.b != nil {
+		for r := range rows {
+			vek32.Add_Inplace(dst[r*d.out:(r+1)*d.out], d.b)
+		}
 	}
 }
 
@@ -88,9 +103,9 @@ func (n *nativeNorm) apply(dst, x []float32) {
 
 // nativeScratch holds one forward pass's buffers.
 type nativeScratch struct {
-	x, y, q, k, v, o, f []float32
-	bias, logits        []float32
-	tok                 []int // the subgraph's unmasked tokens, anchor first
+	x, y, q, k, v, o, f, in []float32
+	bias, logits            []float32
+	tok                     []int // the subgraph's unmasked tokens, anchor first
 }
 
 // gelu is activations.Gelu, x·Φ(x), with erf32 for its error function.
@@ -201,12 +216,7 @@ func (r *weightReader) dense(scope string, bias bool) nativeDense {
 		r.err = fmt.Errorf("%s/dense/weights: shape %v, want rank 2", scope, dims)
 		return nativeDense{}
 	}
-	d := nativeDense{in: dims[0], out: dims[1], w: make([]float32, len(w))}
-	for i := range d.in {
-		for j := range d.out {
-			d.w[j*d.in+i] = w[i*d.out+j]
-		}
-	}
+	d := nativeDense{in: dims[0], out: dims[1], w: w}
 	if bias {
 		d.b, _ = r.read(scope+"/dense", "biases")
 	}
@@ -224,12 +234,12 @@ func (ne *nativeEncoder) embed(bt *batch, b int, out []float32) {
 	c := ne.c
 	N, D, H := bt.N, c.Dim, c.Heads
 	dh := D / H
+	wide := max(D, c.FFNDim, c.HashDim, c.HashK, c.VectorDim, activityHidden)
 	s, _ := ne.scratch.Get().(*nativeScratch)
 	if s == nil || len(s.x) < N*D {
 		s = &nativeScratch{
 			x: make([]float32, N*D), y: make([]float32, N*D), q: make([]float32, N*D), k: make([]float32, N*D),
-			v: make([]float32, N*D), o: make([]float32, max(D, c.FFNDim, c.HashDim, activityHidden)),
-			f:    make([]float32, max(D, c.FFNDim, c.HashDim, activityHidden)),
+			v: make([]float32, N*D), o: make([]float32, N*wide), f: make([]float32, N*wide), in: make([]float32, N*wide),
 			bias: make([]float32, H*N*N), logits: make([]float32, N), tok: make([]int, 0, N),
 		}
 	}
@@ -237,31 +247,37 @@ func (ne *nativeEncoder) embed(bt *batch, b int, out []float32) {
 	s.tok = s.tok[:0]
 	for i := range N {
 		if bt.mask[b*N+i] {
-			s.tok = append(s.tok, i)
+			s.tok = append(s.tok, i) // token 0, the anchor, first (featurize checks it is unmasked)
 		}
 	}
 	T := len(s.tok)
 	row := func(tbl []float32, r int32, cols int) []float32 { return tbl[int(r)*cols : (int(r)+1)*cols] }
+	// gather copies the unmasked tokens' rows of a [N, cols] input of row b
+	// into s.in, token a at s.in[a*cols:].
+	gather := func(src []float32, cols int) []float32 {
+		for a, i := range s.tok {
+			copy(s.in[a*cols:(a+1)*cols], src[(b*N+i)*cols:(b*N+i+1)*cols])
+		}
+		return s.in[:T*cols]
+	}
 	// Node, position and edge encoders, for the unmasked tokens (x[a*D:]
 	// is the a-th of them).
+	ne.hash1.apply(s.f, gather(bt.hash, c.HashK), T)
+	geluAll(s.f[:T*c.HashDim])
+	ne.hash2.apply(s.o, s.f, T)
+	copy(s.x[:T*D], s.o[:T*D])
+	ne.vector.apply(s.o, gather(bt.vec, c.VectorDim), T)
+	vek32.Add_Inplace(s.x[:T*D], s.o[:T*D])
 	for a, i := range s.tok {
 		t := b*N + i
 		x := s.x[a*D : (a+1)*D]
-		copy(x, row(ne.typ, bt.nodeType[t], D))
-		ne.hash1.apply(s.f, bt.hash[t*c.HashK:(t+1)*c.HashK])
-		for j := range c.HashDim {
-			s.f[j] = gelu(s.f[j])
-		}
-		ne.hash2.apply(s.o, s.f)
-		vek32.Add_Inplace(x, s.o[:D])
+		vek32.Add_Inplace(x, row(ne.typ, bt.nodeType[t], D))
 		if ne.idRows != nil {
 			vek32.Add_Inplace(x, row(ne.idRows, bt.idRows[2*t], D))
 			vek32.Add_Inplace(x, row(ne.idRows, bt.idRows[2*t+1], D))
 		}
 		ne.bagMean(x, ne.text, bt.text[t*c.TextLen:(t+1)*c.TextLen], bt.textMask[t*c.TextLen:(t+1)*c.TextLen])
 		ne.bagMean(x, ne.attr, bt.attr[t*c.AttrLen:(t+1)*c.AttrLen], bt.attrMask[t*c.AttrLen:(t+1)*c.AttrLen])
-		ne.vector.apply(s.o, bt.vec[t*c.VectorDim:(t+1)*c.VectorDim])
-		vek32.Add_Inplace(x, s.o[:D])
 		vek32.Add_Inplace(x, row(ne.hop, bt.hop[t], D))
 		walk, weight := bt.walk[t], bt.weight[t]
 		for j := range D {
@@ -272,11 +288,9 @@ func (ne *nativeEncoder) embed(bt *batch, b int, out []float32) {
 	}
 	activity := bt.activity[2*b : 2*b+2]
 	if c.Activity == ActivityShared {
-		ne.actTok1.apply(s.f, activity)
-		for j := range activityHidden {
-			s.f[j] = gelu(s.f[j])
-		}
-		ne.actTok2.apply(s.o, s.f)
+		ne.actTok1.apply(s.f, activity, 1)
+		geluAll(s.f[:activityHidden])
+		ne.actTok2.apply(s.o, s.f, 1)
 		vek32.Add_Inplace(s.x[:D], s.o[:D])
 	}
 	// Structural attention bias of every pair of unmasked tokens: [H, T, T].
@@ -297,16 +311,13 @@ func (ne *nativeEncoder) embed(bt *batch, b int, out []float32) {
 			rows = 1 // the anchor's is the only one read after the last layer
 		}
 		for a := range T {
-			y := s.y[a*D : (a+1)*D]
-			L.lnAttn.apply(y, s.x[a*D:(a+1)*D])
-			L.k.apply(s.k[a*D:(a+1)*D], y)
-			L.v.apply(s.v[a*D:(a+1)*D], y)
-			if a < rows {
-				L.q.apply(s.q[a*D:(a+1)*D], y)
-			}
+			L.lnAttn.apply(s.y[a*D:(a+1)*D], s.x[a*D:(a+1)*D])
 		}
+		L.k.apply(s.k, s.y, T)
+		L.v.apply(s.v, s.y, T)
+		L.q.apply(s.q, s.y, rows)
 		for a := range rows {
-			o := s.o[:D]
+			o := s.o[a*D : (a+1)*D]
 			for h := range H {
 				qh := s.q[a*D+h*dh : a*D+(h+1)*dh]
 				lg := s.logits[:T]
@@ -329,33 +340,27 @@ func (ne *nativeEncoder) embed(bt *batch, b int, out []float32) {
 					}
 				}
 			}
-			L.out.apply(s.f[:D], o)
-			vek32.Add_Inplace(s.x[a*D:(a+1)*D], s.f[:D])
 		}
+		L.out.apply(s.f, s.o, rows)
+		vek32.Add_Inplace(s.x[:rows*D], s.f[:rows*D])
 		for a := range rows {
-			x := s.x[a*D : (a+1)*D]
-			y := s.y[a*D : (a+1)*D]
-			L.lnFFN.apply(y, x)
-			L.ffn1.apply(s.f, y)
-			for j := range c.FFNDim {
-				s.f[j] = gelu(s.f[j])
-			}
-			L.ffn2.apply(s.o, s.f)
-			vek32.Add_Inplace(x, s.o[:D])
+			L.lnFFN.apply(s.y[a*D:(a+1)*D], s.x[a*D:(a+1)*D])
 		}
+		L.ffn1.apply(s.f, s.y, rows)
+		geluAll(s.f[:rows*c.FFNDim])
+		L.ffn2.apply(s.o, s.f, rows)
+		vek32.Add_Inplace(s.x[:rows*D], s.o[:rows*D])
 	}
 	ne.lnOut.apply(s.y[:D], s.x[:D])
 	e := out[:c.EmbedDim]
-	ne.project.apply(e, s.y[:D])
+	ne.project.apply(e, s.y[:D], 1)
 	if c.Activity > 0 {
-		ne.act1.apply(s.f, activity)
+		ne.act1.apply(s.f, activity, 1)
 		if ne.actType != nil {
 			vek32.Add_Inplace(s.f[:activityHidden], row(ne.actType, bt.nodeType[b*N], activityHidden))
 		}
-		for j := range activityHidden {
-			s.f[j] = gelu(s.f[j])
-		}
-		ne.act2.apply(s.o, s.f)
+		geluAll(s.f[:activityHidden])
+		ne.act2.apply(s.o, s.f, 1)
 		axis := popularityAxis(c)
 		e[axis] = 0
 		if c.Activity >= ActivityTyped {
@@ -364,6 +369,13 @@ func (ne *nativeEncoder) embed(bt *batch, b int, out []float32) {
 		e[axis] = s.o[0]
 	}
 	l2Normalize(e)
+}
+
+// geluAll applies gelu to every element of x.
+func geluAll(x []float32) {
+	for i, v := range x {
+		x[i] = gelu(v)
+	}
 }
 
 // bagMean adds to x the mean of tbl's rows idx where mask is set (nothing
