@@ -232,3 +232,46 @@ func TestEmbedRejectsMaskedAnchor(t *testing.T) {
 		}
 	}
 }
+
+// TestNativeEncoderChunks checks the native pass on more subgraphs than it
+// featurises at a time, in runs of alternating sizes, against GoMLX.
+func TestNativeEncoderChunks(t *testing.T) {
+	w := newSynthWorld(t, 40, 60, 4, 12, 1)
+	dir := t.TempDir()
+	if _, err := Train(gocontext.Background(), w.store, tinyConfig(), dir, nil); err != nil {
+		t.Fatal(err)
+	}
+	plain, err := load(dir, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	native, err := load(dir, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sm := graph.NewSampler(w.store, plain.SamplerOptions())
+	var sgs []*graph.Subgraph
+	for i := range 2*batchBuckets[len(batchBuckets)-1] + 37 {
+		view := graph.ViewTeacher
+		if i/100%2 == 1 {
+			view = graph.ViewStudent // runs of another N
+		}
+		sgs = append(sgs, sm.Sample(w.ads[i%len(w.ads)], w.store.MaxTS(), view, uint64(i)))
+	}
+	ctx := gocontext.Background()
+	a, err := plain.EmbedSubgraphs(ctx, w.store, sgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := native.EmbedSubgraphs(ctx, w.store, sgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range sgs {
+		for j := range a[i] {
+			if d := math.Abs(float64(a[i][j] - b[i][j])); d > 2e-5 {
+				t.Fatalf("subgraph %d coordinate %d: %v native, %v GoMLX", i, j, b[i][j], a[i][j])
+			}
+		}
+	}
+}

@@ -418,9 +418,10 @@ func (m *Model) embedNative(ctx gocontext.Context, src func(i int) Entities, sgs
 	out := make([][]float32, len(sgs))
 	e := m.cfg.Model.EmbedDim
 	flat := make([]float32, len(sgs)*e)
+	maxB := batchBuckets[len(batchBuckets)-1] // featurised at a time, as exec's calls are
 	for lo := 0; lo < len(sgs); {
 		hi := lo + 1
-		for hi < len(sgs) && sgs[hi].N == sgs[lo].N {
+		for hi < len(sgs) && hi-lo < maxB && sgs[hi].N == sgs[lo].N {
 			hi++
 		}
 		bt, err := m.feat.featurizeFrom(func(k int) Entities { return src(lo + k) }, sgs[lo:hi], hi-lo)
