@@ -146,24 +146,9 @@ func TestNativeEncoder(t *testing.T) {
 		{"two layers", func(c *Config) { c.Layers = 2 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
 			tcfg := tinyConfig()
 			tc.config(&tcfg.Model)
-			if _, err := Train(gocontext.Background(), w.store, tcfg, dir, nil); err != nil {
-				t.Fatal(err)
-			}
-			plain, err := load(dir, false)
-			if err != nil {
-				t.Fatal(err)
-			}
-			native, err := load(dir, true)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if plain.native != nil || native.native == nil {
-				t.Fatal("load did not choose the forward pass asked for")
-			}
-			ctx := gocontext.Background()
+			plain, native := trainedBoth(t, w, tcfg)
 			asOf := w.store.MaxTS()
 			sm := graph.NewSampler(w.store, plain.SamplerOptions())
 			var sgs []*graph.Subgraph
@@ -179,25 +164,54 @@ func TestNativeEncoder(t *testing.T) {
 				ctxEdges = append(ctxEdges, graph.Edge{Nbr: ad, Type: graph.EdgeClick, Out: true, TS: asOf})
 			}
 			sgs = append(sgs, sm.SampleVirtual(graph.NodeUser, ctxEdges, asOf, graph.ViewTeacher, 7))
-			a, err := plain.EmbedSubgraphs(ctx, w.store, sgs)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, err := native.EmbedSubgraphs(ctx, w.store, sgs)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i := range sgs {
-				if len(a[i]) != len(b[i]) {
-					t.Fatalf("subgraph %d: %d coordinates native, %d GoMLX", i, len(b[i]), len(a[i]))
-				}
-				for j := range a[i] {
-					if d := math.Abs(float64(a[i][j] - b[i][j])); d > 2e-5 {
-						t.Fatalf("subgraph %d (N=%d) coordinate %d: %v native, %v GoMLX", i, sgs[i].N, j, b[i][j], a[i][j])
-					}
-				}
-			}
+			checkSameEmbeddings(t, w, plain, native, sgs)
 		})
+	}
+}
+
+// trainedBoth trains a model with cfg on w and loads it twice: with GoMLX
+// running inference and with the native forward pass.
+func trainedBoth(t *testing.T, w *synthWorld, cfg TrainConfig) (gomlx, native *Model) {
+	t.Helper()
+	dir := t.TempDir()
+	if _, err := Train(gocontext.Background(), w.store, cfg, dir, nil); err != nil {
+		t.Fatal(err)
+	}
+	gomlx, err := load(dir, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if native, err = load(dir, true); err != nil {
+		t.Fatal(err)
+	}
+	if gomlx.native != nil || native.native == nil {
+		t.Fatal("load did not choose the forward pass asked for")
+	}
+	return gomlx, native
+}
+
+// checkSameEmbeddings embeds sgs with both models and fails unless every
+// coordinate agrees within 2e-5.
+func checkSameEmbeddings(t *testing.T, w *synthWorld, gomlx, native *Model, sgs []*graph.Subgraph) {
+	t.Helper()
+	ctx := gocontext.Background()
+	a, err := gomlx.EmbedSubgraphs(ctx, w.store, sgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := native.EmbedSubgraphs(ctx, w.store, sgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range sgs {
+		if len(a[i]) != len(b[i]) {
+			t.Fatalf("subgraph %d: %d coordinates native, %d GoMLX", i, len(b[i]), len(a[i]))
+		}
+		for j := range a[i] {
+			if d := math.Abs(float64(a[i][j] - b[i][j])); d > 2e-5 {
+				t.Fatalf("subgraph %d (N=%d) coordinate %d: %v native, %v GoMLX", i, sgs[i].N, j, b[i][j], a[i][j])
+			}
+		}
 	}
 }
 
@@ -216,19 +230,12 @@ func TestErf32(t *testing.T) {
 // from whatever the other tokens hold.
 func TestEmbedRejectsMaskedAnchor(t *testing.T) {
 	w := newSynthWorld(t, 40, 60, 4, 12, 1)
-	dir := t.TempDir()
-	if _, err := Train(gocontext.Background(), w.store, tinyConfig(), dir, nil); err != nil {
-		t.Fatal(err)
-	}
-	for _, native := range []bool{false, true} {
-		m, err := load(dir, native)
-		if err != nil {
-			t.Fatal(err)
-		}
+	plain, native := trainedBoth(t, w, tinyConfig())
+	for _, m := range []*Model{plain, native} {
 		sg := graph.NewSampler(w.store, m.SamplerOptions()).Sample(w.users[0], w.store.MaxTS(), graph.ViewTeacher, 1)
 		sg.Mask[0] = false
 		if _, err := m.EmbedSubgraphs(gocontext.Background(), w.store, []*graph.Subgraph{sg}); !errors.Is(err, ErrBadConfig) {
-			t.Errorf("native %v: err %v, want ErrBadConfig", native, err)
+			t.Errorf("native %v: err %v, want ErrBadConfig", m.native != nil, err)
 		}
 	}
 }
@@ -237,18 +244,7 @@ func TestEmbedRejectsMaskedAnchor(t *testing.T) {
 // featurises at a time, in runs of alternating sizes, against GoMLX.
 func TestNativeEncoderChunks(t *testing.T) {
 	w := newSynthWorld(t, 40, 60, 4, 12, 1)
-	dir := t.TempDir()
-	if _, err := Train(gocontext.Background(), w.store, tinyConfig(), dir, nil); err != nil {
-		t.Fatal(err)
-	}
-	plain, err := load(dir, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	native, err := load(dir, true)
-	if err != nil {
-		t.Fatal(err)
-	}
+	plain, native := trainedBoth(t, w, tinyConfig())
 	sm := graph.NewSampler(w.store, plain.SamplerOptions())
 	var sgs []*graph.Subgraph
 	for i := range 2*batchBuckets[len(batchBuckets)-1] + 37 {
@@ -258,20 +254,5 @@ func TestNativeEncoderChunks(t *testing.T) {
 		}
 		sgs = append(sgs, sm.Sample(w.ads[i%len(w.ads)], w.store.MaxTS(), view, uint64(i)))
 	}
-	ctx := gocontext.Background()
-	a, err := plain.EmbedSubgraphs(ctx, w.store, sgs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := native.EmbedSubgraphs(ctx, w.store, sgs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range sgs {
-		for j := range a[i] {
-			if d := math.Abs(float64(a[i][j] - b[i][j])); d > 2e-5 {
-				t.Fatalf("subgraph %d coordinate %d: %v native, %v GoMLX", i, j, b[i][j], a[i][j])
-			}
-		}
-	}
+	checkSameEmbeddings(t, w, plain, native, sgs)
 }
