@@ -35,9 +35,9 @@ type ViewOptions struct {
 	// features are hidden (Subgraph.DropFeat).
 	FeatureDropout float64
 	// AnchorOnly is the probability that the view is the anchor alone, its
-	// neighbourhood dropped, as for an entity that has no edges yet: it
-	// trains the model to place new users and ads from their content
-	// (cold-start simulation). The draw does not disturb the rest of the
+	// neighbourhood dropped and its activity counts zero, as for an entity
+	// that has no edges yet: it trains the model to place new users and ads
+	// from their content (cold-start simulation). The draw does not disturb the rest of the
 	// sample: a view that keeps its neighbourhood is the one it would be
 	// with AnchorOnly 0.
 	AnchorOnly float64
@@ -316,11 +316,27 @@ func (sm *Sampler) sample(anchor NodeID, ctx []Edge, virtual bool, asOf int64, v
 		g.EdgeWeight[t] = c.w
 		g.TimeBucket[t] = TimeBucket(asOf - c.ts)
 	}
+	// An anchor-only view stands for an entity with no edges yet, so it
+	// has no activity either: what the model learns from it is what it
+	// meets at serving time for a new user or ad (zero counts, no
+	// neighbours), not an established entity with its neighbours hidden.
 	var recent, total float64
-	if virtual {
+	switch {
+	case alone:
+	case virtual:
 		recent, total = sm.ctxActivity(st.ctx, asOf)
-	} else {
+		for _, e := range st.ctx[:min(len(st.ctx), activityScan)] {
+			if !sm.history(g, e, asOf) {
+				break
+			}
+		}
+	default:
 		recent, total = sm.activity(anchor, asOf)
+		scanned := 0 // bounded like the activity scan: the newest edges only
+		sm.s.Neighbors(anchor, asOf, func(e Edge) bool {
+			scanned++
+			return sm.history(g, e, asOf) && scanned < activityScan
+		})
 	}
 	g.Activity = [2]float32{float32(math.Log1p(recent)), float32(math.Log1p(total))}
 	if vo.FeatureDropout > 0 {
@@ -356,6 +372,8 @@ func newSubgraph(anchor NodeID, asOf int64, view View, n int) *Subgraph {
 		EdgeTS:     make([]int64, n),
 		WalkFreq:   make([]float32, n),
 		DropFeat:   make([]bool, n),
+		History:    make([]NodeID, 0, MaxHistory),
+		HistoryW:   make([]float32, 0, MaxHistory),
 		SPD:        make([]uint8, n*n),
 	}
 	return g
@@ -387,6 +405,20 @@ func (sm *Sampler) activity(id NodeID, asOf int64) (recent, total float64) {
 		recent += sm.activityWeight(r.edgeType(), asOf-r.ts())
 	}
 	return recent, float64(len(l))
+}
+
+// history appends e's neighbour to g.History when e is a positive
+// engagement or an impression that the sampler reads (its type prior is
+// positive), and reports whether g.History has room for more.
+func (sm *Sampler) history(g *Subgraph, e Edge, asOf int64) bool {
+	if len(g.History) >= MaxHistory {
+		return false
+	}
+	if p := sm.prior[e.Type]; p > 0 && (e.Type.IsPositive() || e.Type == EdgeImpression) {
+		g.History = append(g.History, e.Nbr)
+		g.HistoryW = append(g.HistoryW, p*max(sm.s.DecayedWeight(e, asOf), 1e-6))
+	}
+	return len(g.History) < MaxHistory
 }
 
 // ctxActivity is activity for a virtual anchor known by its context edges.

@@ -295,7 +295,8 @@ func TestSamplerViews(t *testing.T) {
 }
 
 // TestAnchorOnly checks that AnchorOnly drops a view's neighbourhood and
-// that a view it keeps is exactly the view sampled without it.
+// its activity counts, and that a view it keeps is exactly the view sampled
+// without it.
 func TestAnchorOnly(t *testing.T) {
 	evs := randomEvents(31, graphSpec{users: 80, ads: 60, campaigns: 8, advertisers: 3, products: 10, events: 5000, t0: 0, span: 60 * day})
 	s := buildStore(t, Options{}, evs)
@@ -315,7 +316,14 @@ func TestAnchorOnly(t *testing.T) {
 			if ga.Nodes[0] != id || !ga.Mask[0] || ga.Mask[1] {
 				t.Errorf("user %d: anchor-only view %v %v", i, ga.Nodes[:2], ga.Mask[:2])
 			}
+			// A new entity has no edges, so no counts either.
+			if ga.Activity != [2]float32{} || gb.Activity == [2]float32{} {
+				t.Errorf("user %d: activity %v anchor alone, %v with its neighbourhood; want zero, non-zero", i, ga.Activity, gb.Activity)
+			}
 			continue
+		}
+		if ga.Activity != gb.Activity {
+			t.Errorf("user %d: kept view's activity %v, %v without AnchorOnly", i, ga.Activity, gb.Activity)
 		}
 		if !slices.Equal(ga.Nodes, gb.Nodes) || !slices.Equal(ga.DropFeat, gb.DropFeat) || !slices.Equal(ga.SPD, gb.SPD) {
 			t.Errorf("user %d: kept view differs from the view sampled without AnchorOnly", i)

@@ -64,4 +64,16 @@ type Subgraph struct {
 	// by recency (SamplerOptions.ActivityHalfLife) and log1p of its visible
 	// edges, both as of AsOf (a virtual anchor counts its context edges).
 	Activity [2]float32
+	// History is the anchor's newest engaged neighbours as of AsOf, newest
+	// first, at most MaxHistory: the destinations (or sources) of its
+	// positive engagements and impressions, read for the anchor's
+	// propagated content (a virtual anchor's come from its context edges;
+	// an anchor-only view has none). HistoryW holds each one's weight, the
+	// sampler's importance score of the edge (type prior times decayed
+	// weight).
+	History  []NodeID
+	HistoryW []float32
 }
+
+// MaxHistory bounds Subgraph.History.
+const MaxHistory = 64

@@ -3,6 +3,8 @@ package model
 import (
 	"errors"
 	"fmt"
+
+	"github.com/hir-ads/hir/graph"
 )
 
 // Errors returned by this package.
@@ -52,6 +54,18 @@ type Config struct {
 	// set against a unit interest part, so that the interest part (and the
 	// hierarchy) stays free of popularity. Zero selects the default.
 	Activity int `json:"activity"`
+	// History, when positive, adds to the anchor's token the content of up
+	// to History of its newest engaged neighbours (graph.Subgraph.History,
+	// at most graph.MaxHistory): the text and attribute buckets of the ads
+	// a user engaged with, of the users who engaged with an ad, pooled by
+	// the edges' importance weights through the same bucket tables, each
+	// pool through its own linear map. A propagated content feature
+	// computed from the graph, not learnt: the anchor sees its whole recent
+	// history's content, not only the few neighbours its subgraph holds,
+	// and a fresh user's context events reach it the same way. Negative:
+	// not used (a checkpoint written before the feature existed loads so).
+	// Zero selects the default.
+	History int `json:"history"`
 
 	// Prototypes are the number of interest primitives per level, coarse to fine.
 	Prototypes []int `json:"prototypes"`
@@ -84,7 +98,7 @@ const (
 func DefaultConfig() Config {
 	return Config{
 		Dim: 64, Heads: 4, Layers: 2, FFNDim: 128, EmbedDim: 64,
-		HashK: 16, HashDim: 64, IDRows: -1, Activity: ActivityTyped,
+		HashK: 16, HashDim: 64, IDRows: -1, Activity: ActivityTyped, History: 32,
 		TextBkts: 1 << 14, TextLen: 24, AttrBkts: 1 << 10, AttrLen: 8, VectorDim: 32,
 		Prototypes:    []int{16, 64, 256},
 		StudentTemp:   0.1,
@@ -117,6 +131,7 @@ func (c Config) WithDefaults() Config {
 	setInt(&c.VectorDim, d.VectorDim)
 	setInt(&c.IDRows, d.IDRows)
 	setInt(&c.Activity, d.Activity)
+	setInt(&c.History, d.History)
 	setInt(&c.SinkhornIters, d.SinkhornIters)
 	if len(c.Prototypes) == 0 {
 		c.Prototypes = d.Prototypes
@@ -160,6 +175,9 @@ func (c Config) Validate() error {
 	}
 	if c.StudentTemp <= 0 || c.TeacherTemp <= 0 {
 		return fmt.Errorf("%w: temperatures must be > 0", ErrBadConfig)
+	}
+	if c.History > graph.MaxHistory {
+		return fmt.Errorf("%w: history %d, want <= %d", ErrBadConfig, c.History, graph.MaxHistory)
 	}
 	if c.ProtoMomentum >= 1 {
 		return fmt.Errorf("%w: proto_momentum %v, want < 1", ErrBadConfig, c.ProtoMomentum)

@@ -27,13 +27,15 @@ type encoderInputs struct {
 	nodeType, hash, text, textMask, attr, attrMask, vec *G.Node
 	hop, edgeType, timeBucket, weight, walk, mask       *G.Node
 	spd, typePair, idRows, activity                     *G.Node
+	histText, histTextW, histAttr, histAttrW            *G.Node
 }
 
 func splitInputs(in []*G.Node) encoderInputs {
 	if len(in) != numBatchInputs {
 		panic(fmt.Sprintf("model: encoder wants %d inputs, got %d", numBatchInputs, len(in)))
 	}
-	return encoderInputs{in[0], in[1], in[2], in[3], in[4], in[5], in[6], in[7], in[8], in[9], in[10], in[11], in[12], in[13], in[14], in[15], in[16]}
+	return encoderInputs{in[0], in[1], in[2], in[3], in[4], in[5], in[6], in[7], in[8], in[9], in[10], in[11], in[12], in[13], in[14], in[15], in[16],
+		in[17], in[18], in[19], in[20]}
 }
 
 // gatherRows gathers rows of table [V, D] for integer indices of any shape,
@@ -90,9 +92,10 @@ func encode(ctx *context.Context, c Config, inputs []*G.Node) *G.Node {
 		x = G.Add(x, G.ReduceSum(gatherRows(idTbl, in.idRows), 2))
 	}
 	// Text EmbeddingBag: masked mean of hashed word / bigram bucket embeddings.
-	x = G.Add(x, bagMean(gatherRows(contentTbl("text", c.TextBkts, D), in.text), in.textMask))
+	textTbl, attrTbl := contentTbl("text", c.TextBkts, D), contentTbl("attr", c.AttrBkts, D)
+	x = G.Add(x, bagMean(gatherRows(textTbl, in.text), in.textMask))
 	// Per-type attributes: hashed key=value buckets, masked mean.
-	x = G.Add(x, bagMean(gatherRows(contentTbl("attr", c.AttrBkts, D), in.attr), in.attrMask))
+	x = G.Add(x, bagMean(gatherRows(attrTbl, in.attr), in.attrMask))
 	// Client content vector: linear projection (zero when absent).
 	x = G.Add(x, dense(ctx, "vector", in.vec, false, D))
 
@@ -114,6 +117,15 @@ func encode(ctx *context.Context, c Config, inputs []*G.Node) *G.Node {
 		a := activations.Gelu(dense(ctx, "activity_token_1", in.activity, true, activityHidden))
 		at := dense(ctx, "activity_token_2", a, false, D) // [B,D]
 		x = G.Add(x, G.Mul(G.InsertAxes(at, 1), G.Reshape(anchorSel, 1, N, 1)))
+	}
+	if c.History > 0 {
+		// Propagated content: the anchor's history's pooled buckets
+		// (weights summing to 1) through the same tables, each pool
+		// through its own linear map, into the anchor's token.
+		ht := G.Einsum("btd,bt->bd", gatherRows(textTbl, in.histText), in.histTextW)
+		ha := G.Einsum("btd,bt->bd", gatherRows(attrTbl, in.histAttr), in.histAttrW)
+		hist := G.Add(dense(ctx, "history_text", ht, false, D), dense(ctx, "history_attr", ha, false, D)) // [B,D]
+		x = G.Add(x, G.Mul(G.InsertAxes(hist, 1), G.Reshape(anchorSel, 1, N, 1)))
 	}
 	x = G.Mul(x, G.InsertAxes(maskF, -1)) // padding tokens carry zeros
 

@@ -7,6 +7,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"math"
 	"os"
+	"slices"
 	"testing"
 
 	"github.com/hir-ads/hir/graph"
@@ -248,5 +249,106 @@ func TestPlantedInterests(t *testing.T) {
 	t.Logf("coarse NMI vs planted interests = %.3f; %.1f s; anchors/s %.0f; val %+v", nmi, ck.Metrics.Seconds, ck.Metrics.AnchorsPerS, ck.Metrics.Validation)
 	if nmi < 0.5 {
 		t.Errorf("NMI = %v, want >= 0.5", nmi)
+	}
+}
+
+func TestTopBuckets(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   []bucketWeight
+		n    int
+		ids  []int32
+		ws   []float32
+	}{
+		{"empty", nil, 3, []int32{0, 0, 0}, []float32{0, 0, 0}},
+		{"merged and normalised", []bucketWeight{{7, 1}, {3, 1}, {7, 2}}, 3, []int32{7, 3, 0}, []float32{0.75, 0.25, 0}},
+		{"heaviest kept, ties to the lower bucket", []bucketWeight{{9, 1}, {4, 1}, {5, 3}, {2, 0.5}}, 2, []int32{5, 4}, []float32{0.75, 0.25}},
+		{"zero weights", []bucketWeight{{1, 0}}, 2, []int32{0, 0}, []float32{0, 0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ids, ws := make([]int32, tc.n), make([]float32, tc.n)
+			topBuckets(slices.Clone(tc.in), ids, ws)
+			if !slices.Equal(ids, tc.ids) || !slices.Equal(ws, tc.ws) {
+				t.Errorf("topBuckets = %v %v, want %v %v", ids, ws, tc.ids, tc.ws)
+			}
+		})
+	}
+}
+
+// TestHistoryFeatures checks the anchor's pooled history content: a user's
+// pool holds its engaged ads' text, an anchor-only view and a model without
+// the feature have none, and a virtual anchor's comes from its context.
+func TestHistoryFeatures(t *testing.T) {
+	w := newSynthWorld(t, 40, 60, 4, 12, 1)
+	cfg := tinyConfig().WithDefaults().Model
+	f, err := newFeaturizer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	asOf := w.store.MaxTS()
+	alone := graph.DefaultSamplerOptions()
+	alone.Student.AnchorOnly = 1
+	sm := graph.NewSampler(w.store, alone)
+	user := w.users[0]
+	ad := graph.NodeID{}
+	w.store.Neighbors(user, asOf, func(e graph.Edge) bool {
+		if e.Type.IsPositive() {
+			ad = e.Nbr
+			return false
+		}
+		return true
+	})
+	if ad == (graph.NodeID{}) {
+		t.Fatal("user 0 has no positive engagement")
+	}
+	virtual := sm.SampleVirtual(graph.NodeUser, []graph.Edge{{Nbr: ad, Type: graph.EdgeClick, Out: true, TS: asOf}}, asOf, graph.ViewTeacher, 1)
+	sgs := []*graph.Subgraph{sm.Sample(user, asOf, graph.ViewTeacher, 1), sm.Sample(user, asOf, graph.ViewStudent, 1), virtual}
+	ht, _ := histLens(cfg)
+	pooled := func(f *featurizer) [][]int32 {
+		out := make([][]int32, len(sgs))
+		for b, sg := range sgs {
+			bt, err := f.featurize(w.store, []*graph.Subgraph{sg}, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var sum float32
+			for k, wk := range bt.histTextW[:ht] {
+				sum += wk
+				if wk > 0 {
+					out[b] = append(out[b], bt.histText[k])
+				}
+			}
+			if len(out[b]) > 0 && math.Abs(float64(sum)-1) > 1e-5 {
+				t.Errorf("subgraph %d: pooled weights sum to %v, want 1", b, sum)
+			}
+		}
+		return out
+	}
+	got := pooled(f)
+	if len(got[0]) == 0 {
+		t.Error("teacher view of a user with engagements: empty history pool")
+	}
+	if len(got[1]) != 0 {
+		t.Errorf("anchor-only view: history pool %v, want none", got[1])
+	}
+	adText := f.node(w.store, ad).text
+	if len(adText) == 0 {
+		t.Fatal("the engaged ad has no text")
+	}
+	slices.Sort(got[2])
+	want := slices.Clone(adText[:min(len(adText), ht)])
+	slices.Sort(want)
+	if !slices.Equal(got[2], want) {
+		t.Errorf("virtual anchor with one context click: pool %v, want the ad's buckets %v", got[2], want)
+	}
+	cfg.History = -1
+	off, err := newFeaturizer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for b, p := range pooled(off) {
+		if len(p) != 0 {
+			t.Errorf("history off, subgraph %d: pool %v, want none", b, p)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"hash/fnv"
@@ -204,6 +205,10 @@ type batch struct {
 	weight     []float32 // [B,N] log1p(decayed weight)
 	walk       []float32 // [B,N]
 	activity   []float32 // [B,2] the anchor's log1p recent and total engagement counts
+	histText   []int32   // [B,2*TextLen] the anchor's history's pooled text buckets (Config.History)
+	histTextW  []float32 // [B,2*TextLen] their weights, summing to 1 (or all 0)
+	histAttr   []int32   // [B,2*AttrLen] the pooled attribute buckets
+	histAttrW  []float32 // [B,2*AttrLen]
 	mask       []bool    // [B,N]
 	spd        []int32   // [B,N,N]
 	typePair   []int32   // [B,N,N] type(i)*NumNodeTypes + type(j)
@@ -212,7 +217,10 @@ type batch struct {
 const maxHop = 7
 
 // numBatchInputs is the number of tensors a batch contributes to a graph.
-const numBatchInputs = 17
+const numBatchInputs = 21
+
+// histLens are the lengths of the pooled history bags: twice a token's own.
+func histLens(c Config) (text, attr int) { return 2 * c.TextLen, 2 * c.AttrLen }
 
 // featurize builds a batch from the content of src (see featurizeFrom).
 func (f *featurizer) featurize(src Entities, sgs []*graph.Subgraph, rows int) (*batch, error) {
@@ -240,6 +248,7 @@ func (f *featurizer) featurizeFrom(src func(b int) Entities, sgs []*graph.Subgra
 	}
 	rows = max(rows, len(sgs))
 	c := f.cfg
+	ht, ha := histLens(c)
 	bt := &batch{
 		B: rows, N: n,
 		nodeType: make([]int32, rows*n), hash: make([]float32, rows*n*c.HashK), idRows: make([]int32, rows*n*2),
@@ -248,8 +257,11 @@ func (f *featurizer) featurizeFrom(src func(b int) Entities, sgs []*graph.Subgra
 		vec: make([]float32, rows*n*c.VectorDim), hop: make([]int32, rows*n), edgeType: make([]int32, rows*n),
 		timeBucket: make([]int32, rows*n), weight: make([]float32, rows*n), walk: make([]float32, rows*n),
 		activity: make([]float32, rows*2),
-		mask:     make([]bool, rows*n), spd: make([]int32, rows*n*n), typePair: make([]int32, rows*n*n),
+		histText: make([]int32, rows*ht), histTextW: make([]float32, rows*ht),
+		histAttr: make([]int32, rows*ha), histAttrW: make([]float32, rows*ha),
+		mask: make([]bool, rows*n), spd: make([]int32, rows*n*n), typePair: make([]int32, rows*n*n),
 	}
+	var pool []bucketWeight
 	for b := range rows {
 		if b >= len(sgs) {
 			bt.mask[b*n] = true // dummy row: a lone anchor of invalid type
@@ -261,6 +273,10 @@ func (f *featurizer) featurizeFrom(src func(b int) Entities, sgs []*graph.Subgra
 		}
 		sg := sgs[b]
 		bt.activity[2*b], bt.activity[2*b+1] = sg.Activity[0], sg.Activity[1]
+		if c.History > 0 {
+			f.history(src(b), sg, &pool, bt.histText[b*ht:(b+1)*ht], bt.histTextW[b*ht:(b+1)*ht],
+				bt.histAttr[b*ha:(b+1)*ha], bt.histAttrW[b*ha:(b+1)*ha])
+		}
 		for i := range n {
 			t := b*n + i
 			bt.mask[t] = sg.Mask[i]
@@ -309,6 +325,77 @@ func (f *featurizer) featurizeFrom(src func(b int) Entities, sgs []*graph.Subgra
 	return bt, nil
 }
 
+// bucketWeight is a content bucket and its pooled weight.
+type bucketWeight struct {
+	bucket int32
+	w      float32
+}
+
+// history pools the content of sg's first Config.History history entries:
+// each entry spreads its weight evenly over its text buckets and over its
+// attribute buckets (as the bag mean of its own token does); the heaviest
+// buckets are kept, as many as the outputs hold, with weights that sum to 1.
+// A subgraph without history leaves the outputs zero. pool is scratch.
+func (f *featurizer) history(src Entities, sg *graph.Subgraph, pool *[]bucketWeight, text []int32, textW []float32, attr []int32, attrW []float32) {
+	n := min(f.cfg.History, len(sg.History), len(sg.HistoryW))
+	if n == 0 {
+		return
+	}
+	nfs := make([]*nodeFeatures, n)
+	for k := range n {
+		nfs[k] = f.node(src, sg.History[k])
+	}
+	for _, attrs := range []bool{false, true} {
+		p := (*pool)[:0]
+		for k, nf := range nfs {
+			bs := nf.text
+			if attrs {
+				bs = nf.attrs
+			}
+			for _, bk := range bs {
+				p = append(p, bucketWeight{bk, sg.HistoryW[k] / float32(len(bs))})
+			}
+		}
+		if attrs {
+			topBuckets(p, attr, attrW)
+		} else {
+			topBuckets(p, text, textW)
+		}
+		*pool = p
+	}
+}
+
+// topBuckets merges p's entries by bucket and writes the heaviest (ties:
+// the lower bucket) into ids and ws, weights normalised to sum 1.
+func topBuckets(p []bucketWeight, ids []int32, ws []float32) {
+	if len(p) == 0 {
+		return
+	}
+	slices.SortFunc(p, func(a, b bucketWeight) int { return cmp.Compare(a.bucket, b.bucket) })
+	m := 0
+	for _, e := range p[1:] {
+		if e.bucket == p[m].bucket {
+			p[m].w += e.w
+		} else {
+			m++
+			p[m] = e
+		}
+	}
+	p = p[:m+1]
+	slices.SortStableFunc(p, func(a, b bucketWeight) int { return cmp.Compare(b.w, a.w) })
+	p = p[:min(len(p), len(ids))]
+	var sum float32
+	for _, e := range p {
+		sum += e.w
+	}
+	if !(sum > 0) {
+		return
+	}
+	for i, e := range p {
+		ids[i], ws[i] = e.bucket, e.w/sum
+	}
+}
+
 // tensors returns the batch as GoMLX inputs in the order encode expects.
 func (bt *batch) tensors(c Config) []*tensors.Tensor {
 	B, N := bt.B, bt.N
@@ -330,5 +417,9 @@ func (bt *batch) tensors(c Config) []*tensors.Tensor {
 		tensors.FromFlatDataAndDimensions(bt.typePair, B, N, N),
 		tensors.FromFlatDataAndDimensions(bt.idRows, B, N, 2),
 		tensors.FromFlatDataAndDimensions(bt.activity, B, 2),
+		tensors.FromFlatDataAndDimensions(bt.histText, B, len(bt.histText)/B),
+		tensors.FromFlatDataAndDimensions(bt.histTextW, B, len(bt.histTextW)/B),
+		tensors.FromFlatDataAndDimensions(bt.histAttr, B, len(bt.histAttr)/B),
+		tensors.FromFlatDataAndDimensions(bt.histAttrW, B, len(bt.histAttrW)/B),
 	}
 }

@@ -67,6 +67,7 @@ func load(dir string, native bool) (*Model, error) {
 	m := &Model{}
 	m.cfg.Model.IDRows = -1   // kept when config.json predates the per-id table
 	m.cfg.Model.Activity = -1 // kept when config.json predates the activity feature
+	m.cfg.Model.History = -1  // kept when config.json predates the propagated content
 	if err := readJSON(filepath.Join(dir, FileConfig), &m.cfg); err != nil {
 		return nil, fmt.Errorf("load model: %w", err)
 	}

@@ -34,6 +34,7 @@ type nativeEncoder struct {
 	biasSPD, biasType                                           []float32 // [rows, Heads]
 	hash1, hash2, vector, walk, edgeWeight, project             nativeDense
 	actTok1, actTok2, act1, act2                                nativeDense
+	histText, histAttr                                          nativeDense
 	layers                                                      []nativeLayer
 	lnOut                                                       nativeNorm
 	scratch                                                     sync.Pool // *nativeScratch
@@ -150,6 +151,9 @@ func newNativeEncoder(ctx *context.Context, c Config) (*nativeEncoder, error) {
 	ne.project = dn("project", true)
 	if c.Activity == ActivityShared {
 		ne.actTok1, ne.actTok2 = dn("activity_token_1", true), dn("activity_token_2", false)
+	}
+	if c.History > 0 {
+		ne.histText, ne.histAttr = dn("history_text", false), dn("history_attr", false)
 	}
 	if c.Activity > 0 {
 		ne.act1, ne.act2 = dn("activity_1", true), dn("activity_2", true)
@@ -287,6 +291,12 @@ func (ne *nativeEncoder) embed(bt *batch, b int, out []float32) {
 		vek32.Add_Inplace(x, row(ne.edgeType, bt.edgeType[t], D))
 		vek32.Add_Inplace(x, row(ne.timeBucket, bt.timeBucket[t], D))
 	}
+	if c.History > 0 {
+		// The anchor's propagated content (encode's history pools).
+		ht, ha := histLens(c)
+		ne.pool(s, ne.text, ne.histText, bt.histText[b*ht:(b+1)*ht], bt.histTextW[b*ht:(b+1)*ht])
+		ne.pool(s, ne.attr, ne.histAttr, bt.histAttr[b*ha:(b+1)*ha], bt.histAttrW[b*ha:(b+1)*ha])
+	}
 	activity := bt.activity[2*b : 2*b+2]
 	if c.Activity == ActivityShared {
 		ne.actTok1.apply(s.f, activity, 1)
@@ -401,6 +411,22 @@ func (ne *nativeEncoder) bagMean(x, tbl []float32, idx []int32, mask []float32) 
 			x[d] += w * v
 		}
 	}
+}
+
+// pool adds to the anchor's token (s.x[:Dim]) d applied to the
+// w-weighted sum of tbl's rows idx.
+func (ne *nativeEncoder) pool(s *nativeScratch, tbl []float32, d nativeDense, idx []int32, w []float32) {
+	D := ne.c.Dim
+	sum := s.y[:D]
+	clear(sum)
+	for j, wj := range w {
+		if wj != 0 {
+			vek32.MulNumber_Into(s.o[:D], tbl[int(idx[j])*D:(int(idx[j])+1)*D], wj)
+			vek32.Add_Inplace(sum, s.o[:D])
+		}
+	}
+	d.apply(s.o, sum, 1)
+	vek32.Add_Inplace(s.x[:D], s.o[:D])
 }
 
 // l2Normalize scales v to unit length (a zero v stays zero, as

@@ -149,12 +149,14 @@ func TestSnapshotsAndOldConfig(t *testing.T) {
 	if err := readJSON(filepath.Join(dir, modelsDir, "v1", FileMetrics), &m); err != nil || m.GlobalStep != 2 {
 		t.Errorf("snapshot v1: global step %d (%v), want 2", m.GlobalStep, err)
 	}
-	// An old config: no id_rows and no activity key. The model trained
-	// without the table and the activity features stands in for an old one.
+	// An old config: no id_rows, activity or history key. The model
+	// trained without the table, the activity features and the propagated
+	// content stands in for an old one.
 	cfg.SnapshotEvery = 0
 	cfg.Negatives = 0
 	cfg.Model.IDRows = -1
 	cfg.Model.Activity = -1
+	cfg.Model.History = -1
 	old, err := Train(gocontext.Background(), w.store, cfg, t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -177,7 +179,7 @@ func TestSnapshotsAndOldConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	stripped := string(cc)
-	for _, key := range []string{"id_rows", "activity"} {
+	for _, key := range []string{"id_rows", "activity", "history"} {
 		s := strings.NewReplacer(`"`+key+`": -1,`, "", `"`+key+`":-1,`, "").Replace(stripped)
 		if s == stripped {
 			t.Fatalf("config.json has no %s to strip: %s", key, cc)
@@ -194,7 +196,7 @@ func TestSnapshotsAndOldConfig(t *testing.T) {
 	after := embed()
 	for i := range before {
 		if !slices.Equal(before[i], after[i]) {
-			t.Errorf("embedding %d changed when config.json lost id_rows and activity: %v, want %v", i, after[i][:3], before[i][:3])
+			t.Errorf("embedding %d changed when config.json lost id_rows, activity and history: %v, want %v", i, after[i][:3], before[i][:3])
 		}
 	}
 }

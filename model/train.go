@@ -193,12 +193,13 @@ func Train(ctx gocontext.Context, store *graph.Store, cfg TrainConfig, dataDir s
 		var cc CheckpointConfig
 		cc.Model.IDRows = -1   // kept when config.json predates the per-id table
 		cc.Model.Activity = -1 // kept when config.json predates the activity feature
+		cc.Model.History = -1  // kept when config.json predates the propagated content
 		if err := readJSON(filepath.Join(dir, FileConfig), &cc); err != nil {
 			return nil, fmt.Errorf("resume: %w", err)
 		}
 		if !slices.Equal(cc.Model.Prototypes, cfg.Model.Prototypes) || cc.Model.Dim != cfg.Model.Dim ||
 			cc.Model.EmbedDim != cfg.Model.EmbedDim || cc.Model.Layers != cfg.Model.Layers || cc.Model.IDRows != cfg.Model.IDRows ||
-			cc.Model.Activity != cfg.Model.Activity {
+			cc.Model.Activity != cfg.Model.Activity || cc.Model.History != cfg.Model.History {
 			return nil, fmt.Errorf("resume from %s: %w: model config differs", dir, ErrBadConfig)
 		}
 		if err := loadVariables(mctx, filepath.Join(dir, FileWeights)); err != nil {
