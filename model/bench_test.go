@@ -40,7 +40,8 @@ func BenchmarkTrainLoader(b *testing.B) {
 
 // BenchmarkEmbed reports inference embeddings/s at batch 1 to 256 and the
 // checkpoint size, for the native forward pass (what Load runs on the
-// pure-Go backend) and for GoMLX running the encoder (LoadGoMLX).
+// pure-Go backend), for it on a model without the pooled history content,
+// and for GoMLX running the encoder (LoadGoMLX).
 func BenchmarkEmbed(b *testing.B) {
 	w := newSynthWorld(b, 300, 300, 6, 20, 5)
 	dir := b.TempDir()
@@ -64,10 +65,21 @@ func BenchmarkEmbed(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	// The same model without the pooled history content (Config.History):
+	// what pooling the anchor's history costs per embedding.
+	offDir := b.TempDir()
+	cfg.Model.History = -1
+	if _, err := Train(gocontext.Background(), w.store, cfg, offDir, nil); err != nil {
+		b.Fatal(err)
+	}
+	noHistory, err := load(offDir, true)
+	if err != nil {
+		b.Fatal(err)
+	}
 	for _, fc := range []struct {
 		name string
 		m    *Model
-	}{{"native", native}, {"gomlx", gomlx}} {
+	}{{"native", native}, {"native-history=off", noHistory}, {"gomlx", gomlx}} {
 		for _, n := range []int{1, 4, 16, 64, 256} {
 			b.Run(fmt.Sprintf("%s/batch=%d", fc.name, n), func(b *testing.B) {
 				benchEmbed(b, w, fc.m, n, size)

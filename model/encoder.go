@@ -120,10 +120,13 @@ func encode(ctx *context.Context, c Config, inputs []*G.Node) *G.Node {
 	}
 	if c.History > 0 {
 		// Propagated content: the anchor's history's pooled buckets
-		// (weights summing to 1) through the same tables, each pool
-		// through its own linear map, into the anchor's token.
-		ht := G.Einsum("btd,bt->bd", gatherRows(textTbl, in.histText), in.histTextW)
-		ha := G.Einsum("btd,bt->bd", gatherRows(attrTbl, in.histAttr), in.histAttrW)
+		// (weights summing to 1) read from the same tables, each pool
+		// through its own linear map, into the anchor's token. The
+		// tables learn from the tokens' own content only: a gradient
+		// through the pools would scatter into both tables for every
+		// anchor and slowed training by a sixth (BenchmarkTrainStep).
+		ht := G.Einsum("btd,bt->bd", G.StopGradient(gatherRows(textTbl, in.histText)), in.histTextW)
+		ha := G.Einsum("btd,bt->bd", G.StopGradient(gatherRows(attrTbl, in.histAttr)), in.histAttrW)
 		hist := G.Add(dense(ctx, "history_text", ht, false, D), dense(ctx, "history_attr", ha, false, D)) // [B,D]
 		x = G.Add(x, G.Mul(G.InsertAxes(hist, 1), G.Reshape(anchorSel, 1, N, 1)))
 	}
