@@ -324,19 +324,9 @@ func (sm *Sampler) sample(anchor NodeID, ctx []Edge, virtual bool, asOf int64, v
 	switch {
 	case alone:
 	case virtual:
-		recent, total = sm.ctxActivity(st.ctx, asOf)
-		for _, e := range st.ctx[:min(len(st.ctx), activityScan)] {
-			if !sm.history(g, e, asOf) {
-				break
-			}
-		}
+		recent, total = sm.ctxActivity(g, st.ctx, asOf)
 	default:
-		recent, total = sm.activity(anchor, asOf)
-		scanned := 0 // bounded like the activity scan: the newest edges only
-		sm.s.Neighbors(anchor, asOf, func(e Edge) bool {
-			scanned++
-			return sm.history(g, e, asOf) && scanned < activityScan
-		})
+		recent, total = sm.activity(g, anchor, asOf)
 	}
 	g.Activity = [2]float32{float32(math.Log1p(recent)), float32(math.Log1p(total))}
 	if vo.FeatureDropout > 0 {
@@ -398,11 +388,17 @@ func (sm *Sampler) activityWeight(t EdgeType, ageMS int64) float64 {
 // activity returns the stored node id's engagement counts as of asOf: its
 // positive engagement edges (either direction) weighted 2^(-age/half-life),
 // of the newest activityScan edges, and the number of its visible edges of
-// every kind.
-func (sm *Sampler) activity(id NodeID, asOf int64) (recent, total float64) {
+// every kind. It fills g's history from the same newest edges.
+func (sm *Sampler) activity(g *Subgraph, id NodeID, asOf int64) (recent, total float64) {
 	l := sm.s.visible(id, asOf)
-	for _, r := range l[max(0, len(l)-activityScan):] {
+	scan := l[max(0, len(l)-activityScan):]
+	for _, r := range scan {
 		recent += sm.activityWeight(r.edgeType(), asOf-r.ts())
+	}
+	for i := len(scan) - 1; i >= 0; i-- { // newest first
+		if !sm.history(g, scan[i].edge(), asOf) {
+			break
+		}
 	}
 	return recent, float64(len(l))
 }
@@ -421,10 +417,17 @@ func (sm *Sampler) history(g *Subgraph, e Edge, asOf int64) bool {
 	return len(g.History) < MaxHistory
 }
 
-// ctxActivity is activity for a virtual anchor known by its context edges.
-func (sm *Sampler) ctxActivity(ctx []Edge, asOf int64) (recent, total float64) {
-	for _, e := range ctx[:min(len(ctx), activityScan)] {
+// ctxActivity is activity for a virtual anchor known by its context edges
+// (newest first).
+func (sm *Sampler) ctxActivity(g *Subgraph, ctx []Edge, asOf int64) (recent, total float64) {
+	scan := ctx[:min(len(ctx), activityScan)]
+	for _, e := range scan {
 		recent += sm.activityWeight(e.Type, asOf-e.TS)
+	}
+	for _, e := range scan {
+		if !sm.history(g, e, asOf) {
+			break
+		}
 	}
 	return recent, float64(len(ctx))
 }
