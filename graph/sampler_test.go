@@ -492,3 +492,70 @@ func TestActivity(t *testing.T) {
 		})
 	}
 }
+
+// TestPadded checks that Subgraph.Padded keeps the real tokens, their SPD
+// entries, the activity and the history, pads with masked tokens of SPDPad
+// distance, and refuses to drop real tokens.
+func TestPadded(t *testing.T) {
+	evs := randomEvents(31, graphSpec{users: 80, ads: 60, campaigns: 8, advertisers: 3, products: 10, events: 5000, t0: 0, span: 60 * day})
+	s := buildStore(t, Options{}, evs)
+	var alone SamplerOptions
+	alone.Student.AnchorOnly = 1
+	full := NewSampler(s, SamplerOptions{}).Sample(NodeID{NodeUser, 3}, 61*day, ViewTeacher, 7)
+	one := NewSampler(s, alone).Sample(NodeID{NodeUser, 3}, 61*day, ViewStudent, 7)
+	if full.Len < 4 || one.Len != 1 {
+		t.Fatalf("fixture: teacher view of %d tokens, anchor-only view of %d", full.Len, one.Len)
+	}
+	tests := []struct {
+		name    string
+		g       *Subgraph
+		n       int
+		wantErr bool
+	}{
+		{"anchor alone to 1", one, 1, false},
+		{"anchor alone to 4", one, 4, false},
+		{"full to its length", full, full.Len, false},
+		{"full wider", full, full.N + 3, false},
+		{"full below its length", full, full.Len - 1, true},
+		{"zero", one, 0, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := tc.g.Padded(tc.n)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("Padded(%d) error = %v, want error %v", tc.n, err, tc.wantErr)
+			}
+			if err != nil {
+				return
+			}
+			g := tc.g
+			if p.N != tc.n || p.Len != g.Len || p.Anchor != g.Anchor || p.AsOf != g.AsOf || p.View != g.View ||
+				p.Activity != g.Activity || !slices.Equal(p.History, g.History) || !slices.Equal(p.HistoryW, g.HistoryW) {
+				t.Fatalf("Padded(%d) header %+v, from %+v", tc.n, p, g)
+			}
+			if len(p.Nodes) != tc.n || len(p.SPD) != tc.n*tc.n || len(p.Mask) != tc.n || len(p.DropFeat) != tc.n {
+				t.Fatalf("Padded(%d) slice lengths %d %d %d %d", tc.n, len(p.Nodes), len(p.SPD), len(p.Mask), len(p.DropFeat))
+			}
+			for i := range tc.n {
+				real := i < g.Len
+				if p.Mask[i] != real {
+					t.Errorf("token %d mask %v, want %v", i, p.Mask[i], real)
+				}
+				if real && (p.Nodes[i] != g.Nodes[i] || p.Hop[i] != g.Hop[i] || p.EdgeType[i] != g.EdgeType[i] ||
+					p.TimeBucket[i] != g.TimeBucket[i] || p.EdgeWeight[i] != g.EdgeWeight[i] || p.EdgeTS[i] != g.EdgeTS[i] ||
+					p.WalkFreq[i] != g.WalkFreq[i] || p.DropFeat[i] != g.DropFeat[i]) {
+					t.Errorf("token %d differs", i)
+				}
+				for j := range tc.n {
+					want := uint8(SPDPad)
+					if i < g.Len && j < g.Len {
+						want = g.SPD[i*g.N+j]
+					}
+					if p.SPD[i*tc.n+j] != want {
+						t.Errorf("SPD[%d,%d] = %d, want %d", i, j, p.SPD[i*tc.n+j], want)
+					}
+				}
+			}
+		})
+	}
+}

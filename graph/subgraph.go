@@ -1,5 +1,7 @@
 package graph
 
+import "fmt"
+
 // NodeID is a dense node id: the node's type and its index among the nodes of
 // that type (0, 1, 2, ... in order of first appearance).
 type NodeID struct {
@@ -77,3 +79,36 @@ type Subgraph struct {
 
 // MaxHistory bounds Subgraph.History.
 const MaxHistory = 64
+
+// Padded returns a copy of g padded to n tokens instead of g.N; n must be
+// at least g.Len (and at least 1). The real tokens, their SPD entries and
+// the anchor's activity and history are the same: an encoder whose padding
+// tokens are masked out gives the same anchor embedding for both. A view
+// of the anchor alone (Len 1) is encoded most cheaply at n = 1.
+func (g *Subgraph) Padded(n int) (*Subgraph, error) {
+	if n < max(g.Len, 1) {
+		return nil, fmt.Errorf("pad subgraph of %d real tokens to %d: too few", g.Len, n)
+	}
+	p := newSubgraph(g.Anchor, g.AsOf, g.View, n)
+	p.Len = g.Len
+	k := min(n, g.N)
+	copy(p.Nodes, g.Nodes[:k])
+	copy(p.Mask, g.Mask[:k])
+	copy(p.Hop, g.Hop[:k])
+	copy(p.EdgeType, g.EdgeType[:k])
+	copy(p.TimeBucket, g.TimeBucket[:k])
+	copy(p.EdgeWeight, g.EdgeWeight[:k])
+	copy(p.EdgeTS, g.EdgeTS[:k])
+	copy(p.WalkFreq, g.WalkFreq[:k])
+	copy(p.DropFeat, g.DropFeat[:k])
+	for i := range p.SPD {
+		p.SPD[i] = SPDPad
+	}
+	for i := range k {
+		copy(p.SPD[i*n:i*n+k], g.SPD[i*g.N:i*g.N+k])
+	}
+	p.Activity = g.Activity
+	p.History = append(p.History, g.History...)
+	p.HistoryW = append(p.HistoryW, g.HistoryW...)
+	return p, nil
+}

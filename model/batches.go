@@ -58,7 +58,7 @@ func (tr *trainer) buildStep(step int, evs []event, asOf int64, salt uint64) *st
 		sb.err = err
 		return sb
 	}
-	stb, err := tr.feat.featurize(tr.store, student, 0)
+	sfull, sone, perm, err := tr.feat.featurizeSplit(tr.store, student)
 	if err != nil {
 		sb.err = err
 		return sb
@@ -91,8 +91,9 @@ func (tr *trainer) buildStep(step int, evs []event, asOf int64, salt uint64) *st
 		rowW[i] = 1
 	}
 	mc := tr.cfg.Model
-	sb.inputs = append(tb.tensors(mc), stb.tensors(mc)...)
-	sb.inputs = append(sb.inputs,
+	sb.inputs = append(tb.tensors(mc), sfull.tensors(mc)...)
+	sb.inputs = append(sb.inputs, sone.tensors(mc)...)
+	sb.inputs = append(sb.inputs, tensors.FromFlatDataAndDimensions(perm, na),
 		tensors.FromFlatDataAndDimensions(src, n), tensors.FromFlatDataAndDimensions(dst, n),
 		tensors.FromFlatDataAndDimensions(et, n), tensors.FromFlatDataAndDimensions(tbk, n),
 		tensors.FromFlatDataAndDimensions(label, n), tensors.FromFlatDataAndDimensions(pw, n),
@@ -113,6 +114,82 @@ func (tr *trainer) buildStep(step int, evs []event, asOf int64, salt uint64) *st
 	}
 	sb.labels, sb.weights = label, pw
 	return sb
+}
+
+// aloneQuantum is the granularity of the part of a student batch encoded
+// at one token per row (see featurizeSplit): its row count is a multiple of
+// it, so that a training run compiles few graph shapes.
+const aloneQuantum = 16
+
+// featurizeSplit featurises a view's subgraphs as two batches that encode
+// to the same anchor embeddings as one batch of all of them (padding tokens
+// are masked out), at less cost: one holds a multiple of aloneQuantum of the
+// subgraphs of the anchor alone (Len 1: the student view's cold-start
+// draws, nodes without edges) at one token each, the other the rest at
+// their N. perm[i] is subgraph i's row in the concatenation of the two
+// (full rows first). With fewer than aloneQuantum anchors alone, the
+// one-token batch is a single row that perm does not use.
+func (f *featurizer) featurizeSplit(src Entities, sgs []*graph.Subgraph) (full, one *batch, perm []int32, err error) {
+	alone := 0
+	for _, sg := range sgs {
+		if sg.Len == 1 {
+			alone++
+		}
+	}
+	alone -= alone % aloneQuantum
+	inOne := make([]bool, len(sgs))
+	for i, sg := range sgs {
+		if alone > 0 && sg.Len == 1 {
+			inOne[i] = true
+			alone--
+		}
+	}
+	var fullSGs, oneSGs []*graph.Subgraph
+	for i, sg := range sgs {
+		if !inOne[i] {
+			fullSGs = append(fullSGs, sg)
+		}
+	}
+	perm = make([]int32, len(sgs))
+	for i, sg := range sgs {
+		if !inOne[i] {
+			continue
+		}
+		p, err := sg.Padded(1)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		perm[i] = int32(len(fullSGs) + len(oneSGs))
+		oneSGs = append(oneSGs, p)
+	}
+	for i, row := 0, int32(0); i < len(sgs); i++ {
+		if !inOne[i] {
+			perm[i] = row
+			row++
+		}
+	}
+	if len(oneSGs) == 0 {
+		// An unused row keeps the graph's inputs the same.
+		oneSGs = append(oneSGs, anchorAlone(sgs[0]))
+	}
+	if full, err = f.featurize(src, fullSGs, 0); err != nil {
+		return nil, nil, nil, err
+	}
+	if one, err = f.featurize(src, oneSGs, 0); err != nil {
+		return nil, nil, nil, err
+	}
+	return full, one, perm, nil
+}
+
+// anchorAlone is a one-token view of g's anchor alone, without activity or
+// history.
+func anchorAlone(g *graph.Subgraph) *graph.Subgraph {
+	return &graph.Subgraph{
+		Anchor: g.Anchor, AsOf: g.AsOf, View: g.View, N: 1, Len: 1,
+		Nodes: []graph.NodeID{g.Anchor}, Mask: []bool{true}, Hop: []uint8{0}, EdgeType: []graph.EdgeType{graph.EdgeNone},
+		TimeBucket: []uint8{0}, EdgeWeight: []float32{0}, EdgeTS: []int64{0}, WalkFreq: []float32{1}, DropFeat: []bool{false},
+		SPD: []uint8{0},
+	}
 }
 
 // loader returns next, which delivers the batches of steps [from, to) in

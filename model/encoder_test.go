@@ -352,3 +352,88 @@ func TestHistoryFeatures(t *testing.T) {
 		}
 	}
 }
+
+// TestEncodeSplit checks that a student batch featurised in two parts (the
+// anchors alone at one token, see featurizeSplit) encodes to the same
+// embeddings, in the same row order, as the batch featurised whole, with
+// many, few and no anchors alone.
+func TestEncodeSplit(t *testing.T) {
+	w := newSynthWorld(t, 40, 60, 4, 12, 1)
+	c := tinyConfig().WithDefaults().Model
+	f, err := newFeaturizer(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	be, err := Backend()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := newModelContext(1)
+	split, err := context.NewExec(be, ctx, func(ctx *context.Context, in []*G.Node) *G.Node {
+		nb := numBatchInputs
+		return encodeSplit(ctx, c, in[:nb], in[nb:2*nb], in[2*nb])
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name       string
+		anchorOnly float64
+		n          int
+		wantOne    int // rows of the one-token batch
+	}{
+		{"many alone", 0.6, 70, 32},
+		{"few alone", 0.1, 24, 1},
+		{"none alone", -1, 20, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var so graph.SamplerOptions
+			so.Student.AnchorOnly = tc.anchorOnly
+			sm := graph.NewSampler(w.store, so)
+			var sgs []*graph.Subgraph
+			alone := 0
+			for i := range tc.n {
+				a := w.users[i%len(w.users)]
+				if i%2 == 1 {
+					a = w.ads[i%len(w.ads)]
+				}
+				sg := sm.Sample(a, w.store.MaxTS(), graph.ViewStudent, uint64(i))
+				if sg.Len == 1 {
+					alone++
+				}
+				sgs = append(sgs, sg)
+			}
+			whole, err := f.featurize(w.store, sgs, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := encodeBatch(t, ctx, c, whole)
+			full, one, perm, err := f.featurizeSplit(w.store, sgs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.wantOne > 1 && alone < tc.wantOne {
+				t.Fatalf("fixture: %d anchors alone, want at least %d", alone, tc.wantOne)
+			}
+			if one.B != tc.wantOne || one.N != 1 || full.B+min(one.B, alone-alone%aloneQuantum) != tc.n || full.N != whole.N {
+				t.Fatalf("split into %dx%d and %dx%d (%d alone), want %d one-token rows", full.B, full.N, one.B, one.N, alone, tc.wantOne)
+			}
+			in := append(full.tensors(c), one.tensors(c)...)
+			in = append(in, tensors.FromFlatDataAndDimensions(perm, len(perm)))
+			out, err := split.Exec(anySlice(in)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := tensors.MustCopyFlatData[float32](out[0])
+			if len(got) != len(want) {
+				t.Fatalf("%d values, want %d", len(got), len(want))
+			}
+			for i := range got {
+				if math.Abs(float64(got[i]-want[i])) > 1e-5 {
+					t.Fatalf("row %d coordinate %d: split %v, whole %v", i/c.EmbedDim, i%c.EmbedDim, got[i], want[i])
+				}
+			}
+		})
+	}
+}

@@ -245,9 +245,18 @@ const (
 	outFirstDistill // one per level, then one argmax [B] per level, then the engagement logits
 )
 
+// encodeSplit encodes a view featurised in two batches (see
+// featurizeSplit): the embeddings [A,E] of the full batch's rows and the
+// one-token batch's rows, in the order perm [A] gives.
+func encodeSplit(ctx *context.Context, c Config, full, one []*G.Node, perm *G.Node) *G.Node {
+	both := G.Concatenate([]*G.Node{encode(ctx, c, full), encode(ctx, c, one)}, 0)
+	return gatherRows(both, perm)
+}
+
 // lossGraph builds the losses of one step. in holds the teacher batch, the
-// student batch (A anchors each: P event sources, P destinations, and P
-// random nodes when queue is 0), then src, dst, etype, tbucket [3P] int32,
+// student batch in two parts and their row order (see featurizeSplit; A
+// anchors each view: P event sources, P destinations, and P random nodes
+// when queue is 0), then src, dst, etype, tbucket [3P] int32,
 // label and weight [3P] float32 (three scored pairs per event) and rowWeight
 // [A] float32 (0 for bucket padding rows); with queue > 0 (the size of the
 // queue of earlier destinations, see retrievalLoss) also the destinations'
@@ -257,11 +266,11 @@ const (
 // prototypes when c.ProtoMomentum > 0, and the queue.
 func lossGraph(ctx *context.Context, c Config, w LossWeights, queue int, logQ bool, in []*G.Node, train bool) (total *G.Node, outs []*G.Node) {
 	teacher := encode(ctx, c, in[:numBatchInputs])
-	student := encode(ctx, c, in[numBatchInputs:2*numBatchInputs])
+	student := encodeSplit(ctx, c, in[numBatchInputs:2*numBatchInputs], in[2*numBatchInputs:3*numBatchInputs], in[3*numBatchInputs])
 	// The prototype losses see the interest part only; the alignment and
 	// engagement losses the whole embedding.
 	teacherI, studentI := interest(c, teacher), interest(c, student)
-	p := in[2*numBatchInputs:]
+	p := in[3*numBatchInputs+1:]
 	src, dst, etype, tbucket, label, pw, rowW := p[0], p[1], p[2], p[3], p[4], p[5], p[6]
 	g := teacher.Graph()
 	P := src.Shape().Dimensions[0] / 3

@@ -46,7 +46,7 @@ type TrainConfig struct {
 	ValFraction  float64 `json:"val_fraction"`  // last fraction of the events (by time) held out (default 0.1)
 	BlockSteps   int     `json:"block_steps"`   // steps per time block; shuffling stays inside a block (default 16)
 	ValPairs     int     `json:"val_pairs"`     // validation events evaluated (default 4*Pairs)
-	EvalEvery    int     `json:"eval_every"`    // validation every N steps, and at the end (default 100)
+	EvalEvery    int     `json:"eval_every"`    // validation every N steps besides the end (default 0: only at the end)
 	LogEvery     int     `json:"log_every"`     // progress line every N steps (default 10)
 	// Negatives is the size of the queue of recent destination embeddings
 	// (MoCo style, no gradient) that the retrieval loss scores besides the
@@ -87,7 +87,6 @@ func (c TrainConfig) WithDefaults() TrainConfig {
 	set(&c.Pairs, 64)
 	set(&c.BlockSteps, 16)
 	set(&c.ValPairs, 4*c.Pairs)
-	set(&c.EvalEvery, 100)
 	set(&c.LogEvery, 10)
 	set(&c.Workers, 2)
 	set(&c.Queue, 4)
@@ -278,7 +277,8 @@ func Train(ctx gocontext.Context, store *graph.Store, cfg TrainConfig, dataDir s
 		accumulate(&acc, sm, &accN)
 		anchorsSinceLog += tr.anchorsPerStep()
 		step := s + 1
-		if step%cfg.LogEvery == 0 || step == startStep+cfg.Steps || step%cfg.EvalEvery == 0 {
+		evaluate := step == startStep+cfg.Steps || (cfg.EvalEvery > 0 && step%cfg.EvalEvery == 0)
+		if step%cfg.LogEvery == 0 || evaluate {
 			rec := average(acc, accN)
 			rec.Step = step
 			rec.UsageEntropy = make([]float64, L)
@@ -287,7 +287,7 @@ func Train(ctx gocontext.Context, store *graph.Store, cfg TrainConfig, dataDir s
 				clear(usage[l])
 			}
 			rec.AnchorsPerS = float64(anchorsSinceLog) / time.Since(lastLog).Seconds()
-			if step%cfg.EvalEvery == 0 || step == startStep+cfg.Steps {
+			if evaluate {
 				vm, err := tr.validate(evalExec)
 				if err != nil {
 					return nil, err

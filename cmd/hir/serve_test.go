@@ -349,3 +349,28 @@ func TestServePersistedSnapshot(t *testing.T) {
 		t.Errorf("retrieval after a start-up from persisted files differs (-built +loaded):\n%s", diff)
 	}
 }
+
+func TestTrainFlags(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+	}{
+		{"no data", []string{"train"}, 2},
+		{"bad steps", []string{"train", "--data", "DIR", "--steps", "x"}, 2},
+		{"bad debug address", []string{"train", "--data", "DIR", "--debug-addr", "256.0.0.1:0"}, 1},
+		{"help", []string{"train", "-h"}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for i, a := range tc.args {
+				if a == "DIR" {
+					tc.args[i] = t.TempDir()
+				}
+			}
+			var out, errw bytes.Buffer
+			if code := run(context.Background(), tc.args, &out, &errw); code != tc.code {
+				t.Errorf("run(%v) = %d, want %d; stderr:\n%s", tc.args, code, tc.code, errw.String())
+			}
+		})
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"net"
 
 	"github.com/hir-ads/hir/model"
 )
@@ -19,12 +20,23 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	fs.BoolVar(&cfg.Resume, "resume", false, "continue from the latest checkpoint")
 	trainFlags(fs, &cfg)
 	fs.BoolVar(&cfg.Synchronous, "sync", false, "sample on the training goroutine (no pipelined loader)")
+	debugAddr := fs.String("debug-addr", "", "serve Go's profiles (net/http/pprof, /debug/pprof/) on this address while training, e.g. 127.0.0.1:6060 (empty: off; unauthenticated, keep it on loopback)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if *data == "" {
 		fs.Usage()
 		return errUsage
+	}
+	if *debugAddr != "" {
+		ln, err := net.Listen("tcp", *debugAddr)
+		if err != nil {
+			return fmt.Errorf("--debug-addr: listen: %w", err)
+		}
+		dctx, stop := context.WithCancel(ctx)
+		defer stop()
+		e.logger.Info("serving profiles", "addr", "http://"+ln.Addr().String()+"/debug/pprof/")
+		go serveDebug(dctx, ln, e.logger)
 	}
 	asOf, err := parseTime(*asOfFlag)
 	if err != nil {
@@ -46,6 +58,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 // `hir eval` share.
 func trainFlags(fs *flag.FlagSet, cfg *model.TrainConfig) {
 	fs.IntVar(&cfg.Pairs, "pairs", 0, "engagement events per step (0: default)")
+	fs.IntVar(&cfg.EvalEvery, "eval-every", 0, "also compute the validation losses and AUC every N steps (0: only at the end, the default)")
 	fs.Float64Var(&cfg.LearningRate, "lr", 0, "AdamW learning rate (0: default)")
 	fs.IntVar(&cfg.Negatives, "negatives", 0, "size of the queue of earlier ad embeddings in the retrieval loss, which replaces the random negative anchors (0: none, the default)")
 	fs.IntVar(&cfg.Model.IDRows, "id-rows", 0, "rows of the per-id hashed embedding table (0: default, none)")
