@@ -123,8 +123,8 @@ func (c TrainConfig) WithDefaults() TrainConfig {
 }
 
 // DefaultSteps is the default length of a training run: on MovieLens-100K
-// and on a 5k-user / 10k-ad synthetic world it takes about 3 minutes on 2
-// cores (docs/evaluation.md, "Training cost").
+// and on a 5k-user / 10k-ad synthetic world it takes under 3 minutes on 2
+// cores (docs/evaluation.md, "Anchors alone at one token").
 const DefaultSteps = 180
 
 // defaultTeacherNodes is the teacher view's default subgraph size in

@@ -106,7 +106,9 @@ func TestServeRedisUnreachable(t *testing.T) {
 	}
 }
 
-func TestServeFlags(t *testing.T) {
+// TestServeAndTrainFlags checks the exit codes of bad and good flags of
+// hir serve and hir train.
+func TestServeAndTrainFlags(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -119,6 +121,10 @@ func TestServeFlags(t *testing.T) {
 		{"bad replica id", []string{"serve", "--data", "DIR", "--redis", "127.0.0.1:1", "--replica-id", "a/b"}, 1},
 		{"bad debug address", []string{"serve", "--data", "DIR", "--debug-addr", "256.0.0.1:0"}, 1},
 		{"help", []string{"serve", "-h"}, 0},
+		{"train: no data", []string{"train"}, 2},
+		{"train: bad steps", []string{"train", "--data", "DIR", "--steps", "x"}, 2},
+		{"train: bad debug address", []string{"train", "--data", "DIR", "--debug-addr", "256.0.0.1:0"}, 1},
+		{"train: help", []string{"train", "-h"}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for i, a := range tc.args {
@@ -347,30 +353,5 @@ func TestServePersistedSnapshot(t *testing.T) {
 	}
 	if diff := cmp.Diff(first, second); diff != "" {
 		t.Errorf("retrieval after a start-up from persisted files differs (-built +loaded):\n%s", diff)
-	}
-}
-
-func TestTrainFlags(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		args []string
-		code int
-	}{
-		{"no data", []string{"train"}, 2},
-		{"bad steps", []string{"train", "--data", "DIR", "--steps", "x"}, 2},
-		{"bad debug address", []string{"train", "--data", "DIR", "--debug-addr", "256.0.0.1:0"}, 1},
-		{"help", []string{"train", "-h"}, 0},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			for i, a := range tc.args {
-				if a == "DIR" {
-					tc.args[i] = t.TempDir()
-				}
-			}
-			var out, errw bytes.Buffer
-			if code := run(context.Background(), tc.args, &out, &errw); code != tc.code {
-				t.Errorf("run(%v) = %d, want %d; stderr:\n%s", tc.args, code, tc.code, errw.String())
-			}
-		})
 	}
 }

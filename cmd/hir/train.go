@@ -66,6 +66,7 @@ func trainFlags(fs *flag.FlagSet, cfg *model.TrainConfig) {
 	fs.IntVar(&cfg.Model.Activity, "activity", 0, "the anchor's engagement counts as encoder inputs: 2 a per-type popularity coordinate (0: default, 2), 1 the counts in the anchor's token and a shared popularity coordinate, -1 off")
 	fs.IntVar(&cfg.LogQ, "logq", 0, "correct the in-batch alignment losses for how candidates are sampled, so embeddings keep popularity: 1 on (0: default, on), -1 off")
 	fs.IntVar(&cfg.Sampler.Teacher.MaxNodes, "teacher-nodes", 0, "tokens of the teacher view's subgraphs (0: default)")
+	fs.Float64Var(&cfg.Sampler.Student.AnchorOnly, "anchor-only", 0, "share of the student views that are the anchor alone, the cold-start simulation (0: default 0.25; negative: none)")
 	fs.Float64Var(&cfg.Loss.Distill, "loss-distill", 0, "weight of the cross-view distillation loss (all five 0: defaults)")
 	fs.Float64Var(&cfg.Loss.Hierarchy, "loss-hierarchy", 0, "weight of the hierarchy consistency loss")
 	fs.Float64Var(&cfg.Loss.Engagement, "loss-engagement", 0, "weight of the engagement prediction loss")
