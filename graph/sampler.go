@@ -420,14 +420,10 @@ func (sm *Sampler) history(g *Subgraph, e Edge, asOf int64) bool {
 // ctxActivity is activity for a virtual anchor known by its context edges
 // (newest first).
 func (sm *Sampler) ctxActivity(g *Subgraph, ctx []Edge, asOf int64) (recent, total float64) {
-	scan := ctx[:min(len(ctx), activityScan)]
-	for _, e := range scan {
+	room := true
+	for _, e := range ctx[:min(len(ctx), activityScan)] {
 		recent += sm.activityWeight(e.Type, asOf-e.TS)
-	}
-	for _, e := range scan {
-		if !sm.history(g, e, asOf) {
-			break
-		}
+		room = room && sm.history(g, e, asOf)
 	}
 	return recent, float64(len(ctx))
 }

@@ -137,20 +137,18 @@ func (f *featurizer) featurizeSplit(src Entities, sgs []*graph.Subgraph) (full, 
 		}
 	}
 	alone -= alone % aloneQuantum
+	perm = make([]int32, len(sgs))
 	inOne := make([]bool, len(sgs))
+	var fullSGs, oneSGs []*graph.Subgraph
 	for i, sg := range sgs {
 		if alone > 0 && sg.Len == 1 {
 			inOne[i] = true
 			alone--
+			continue
 		}
+		perm[i] = int32(len(fullSGs))
+		fullSGs = append(fullSGs, sg)
 	}
-	var fullSGs, oneSGs []*graph.Subgraph
-	for i, sg := range sgs {
-		if !inOne[i] {
-			fullSGs = append(fullSGs, sg)
-		}
-	}
-	perm = make([]int32, len(sgs))
 	for i, sg := range sgs {
 		if !inOne[i] {
 			continue
@@ -161,12 +159,6 @@ func (f *featurizer) featurizeSplit(src Entities, sgs []*graph.Subgraph) (full, 
 		}
 		perm[i] = int32(len(fullSGs) + len(oneSGs))
 		oneSGs = append(oneSGs, p)
-	}
-	for i, row := 0, int32(0); i < len(sgs); i++ {
-		if !inOne[i] {
-			perm[i] = row
-			row++
-		}
 	}
 	if len(oneSGs) == 0 {
 		// An unused row keeps the graph's inputs the same.

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -21,6 +22,16 @@ func debugHandler() http.Handler {
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	return mux
+}
+
+// listenDebug opens the --debug-addr listener and logs the profiles' address.
+func listenDebug(addr string, logger *slog.Logger) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--debug-addr: listen: %w", err)
+	}
+	logger.Info("serving profiles", "addr", "http://"+ln.Addr().String()+"/debug/pprof/")
+	return ln, nil
 }
 
 // serveDebug serves debugHandler on ln until ctx ends.

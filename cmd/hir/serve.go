@@ -214,11 +214,10 @@ func serve(ctx context.Context, e *env, cfg serveConfig) error {
 	defer func() { stopBG(); wg.Wait() }()
 	wg.Go(func() { _ = store.RunCompactor(bg, time.Minute) })
 	if cfg.debugAddr != "" {
-		dln, err := net.Listen("tcp", cfg.debugAddr)
+		dln, err := listenDebug(cfg.debugAddr, logger)
 		if err != nil {
-			return errors.Join(fmt.Errorf("--debug-addr: listen: %w", err), ln.Close(), srv.Close())
+			return errors.Join(err, ln.Close(), srv.Close())
 		}
-		logger.Info("serving profiles", "addr", "http://"+dln.Addr().String()+"/debug/pprof/")
 		wg.Go(func() { serveDebug(bg, dln, logger) })
 	}
 	if cfg.ready != nil {

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"net"
+	"sync"
 
 	"github.com/hir-ads/hir/model"
 )
@@ -29,14 +29,15 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		return errUsage
 	}
 	if *debugAddr != "" {
-		ln, err := net.Listen("tcp", *debugAddr)
+		ln, err := listenDebug(*debugAddr, e.logger)
 		if err != nil {
-			return fmt.Errorf("--debug-addr: listen: %w", err)
+			return err
 		}
+		var wg sync.WaitGroup
+		defer wg.Wait()
 		dctx, stop := context.WithCancel(ctx)
 		defer stop()
-		e.logger.Info("serving profiles", "addr", "http://"+ln.Addr().String()+"/debug/pprof/")
-		go serveDebug(dctx, ln, e.logger)
+		wg.Go(func() { serveDebug(dctx, ln, e.logger) })
 	}
 	asOf, err := parseTime(*asOfFlag)
 	if err != nil {
