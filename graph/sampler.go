@@ -410,11 +410,21 @@ func (sm *Sampler) history(g *Subgraph, e Edge, asOf int64) bool {
 	if len(g.History) >= MaxHistory {
 		return false
 	}
-	if p := sm.prior[e.Type]; p > 0 && (e.Type.IsPositive() || e.Type == EdgeImpression) {
+	if p := sm.HistoryPrior(e.Type); p > 0 {
 		g.History = append(g.History, e.Nbr)
 		g.HistoryW = append(g.HistoryW, p*max(sm.s.DecayedWeight(e, asOf), 1e-6))
 	}
 	return len(g.History) < MaxHistory
+}
+
+// HistoryPrior is the type prior of an edge type that enters an anchor's
+// history (Subgraph.History): a positive engagement or an impression the
+// sampler reads. It is 0 for every other type.
+func (sm *Sampler) HistoryPrior(t EdgeType) float32 {
+	if int(t) >= len(sm.prior) || !(t.IsPositive() || t == EdgeImpression) {
+		return 0
+	}
+	return sm.prior[t]
 }
 
 // ctxActivity is activity for a virtual anchor known by its context edges

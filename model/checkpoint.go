@@ -84,25 +84,33 @@ func saveVariables(ctx *context.Context, path string, keep func(scope string) bo
 	sort.Slice(vars, func(i, j int) bool {
 		return vars[i].scope+"/"+vars[i].name < vars[j].scope+"/"+vars[j].name
 	})
+	return writeSynced(path, func(f *os.File) error {
+		enc := gob.NewEncoder(f)
+		err := enc.Encode(weightsMagic)
+		if err == nil {
+			err = enc.Encode(len(vars))
+		}
+		for _, v := range vars {
+			if err != nil {
+				break
+			}
+			if err = enc.Encode(v.scope); err == nil {
+				if err = enc.Encode(v.name); err == nil {
+					err = v.t.GobSerialize(enc)
+				}
+			}
+		}
+		return err
+	})
+}
+
+// writeSynced creates path, lets write fill it, and syncs and closes it.
+func writeSynced(path string, write func(f *os.File) error) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return fmt.Errorf("create %s: %w", path, err)
 	}
-	enc := gob.NewEncoder(f)
-	err = enc.Encode(weightsMagic)
-	if err == nil {
-		err = enc.Encode(len(vars))
-	}
-	for _, v := range vars {
-		if err != nil {
-			break
-		}
-		if err = enc.Encode(v.scope); err == nil {
-			if err = enc.Encode(v.name); err == nil {
-				err = v.t.GobSerialize(enc)
-			}
-		}
-	}
+	err = write(f)
 	if err == nil {
 		err = f.Sync()
 	}
@@ -216,7 +224,10 @@ func writeJSON(path string, v any) error {
 // the model's files there.
 func writeChecksums(dir string) error {
 	sums := map[string]string{}
-	for _, name := range []string{FileConfig, FileWeights, FileOptimizer, FilePrototypes, FileMetrics} {
+	for _, name := range []string{FileConfig, FileWeights, FileOptimizer, FilePrototypes, FileMetrics, FileSpectral} {
+		if _, err := os.Stat(filepath.Join(dir, name)); name == FileSpectral && errors.Is(err, fs.ErrNotExist) {
+			continue // a model without spectral factors
+		}
 		sum, err := fileSHA256(filepath.Join(dir, name))
 		if err != nil {
 			return err

@@ -66,6 +66,19 @@ type Config struct {
 	// not used (a checkpoint written before the feature existed loads so).
 	// Zero selects the default.
 	History int `json:"history"`
+	// Spectral, when positive, is the number of spectral factors every ad
+	// token gets as an input, and every user anchor as the fold-in of its
+	// history's: the top eigenvectors of the normalised ad-ad
+	// co-engagement matrix, computed from the graph when training starts
+	// and stored with the version (FileSpectral), also mapped into the
+	// embedding directly. Collaborative signal that costs no gradient
+	// steps: two ads engaged by the same users start close. Negative (the
+	// default; a checkpoint written before the feature loads so): not
+	// used. Off by default: it lifts retrieval on the validation windows
+	// but the interest hierarchy's agreement with the synthetic world's
+	// planted interests falls (docs/evaluation.md, "Spectral factors").
+	// Zero selects the default.
+	Spectral int `json:"spectral"`
 
 	// Prototypes are the number of interest primitives per level, coarse to fine.
 	Prototypes []int `json:"prototypes"`
@@ -84,6 +97,9 @@ type Config struct {
 	ProtoMomentum float64 `json:"proto_momentum"`
 }
 
+// maxSpectral bounds Config.Spectral.
+const maxSpectral = 512
+
 // Forms of Config.Activity.
 const (
 	// ActivityShared: counts in the anchor's token and a shared MLP's
@@ -98,7 +114,7 @@ const (
 func DefaultConfig() Config {
 	return Config{
 		Dim: 64, Heads: 4, Layers: 2, FFNDim: 128, EmbedDim: 64,
-		HashK: 16, HashDim: 64, IDRows: -1, Activity: ActivityTyped, History: 32,
+		HashK: 16, HashDim: 64, IDRows: -1, Activity: ActivityTyped, History: 32, Spectral: -1,
 		TextBkts: 1 << 14, TextLen: 24, AttrBkts: 1 << 10, AttrLen: 8, VectorDim: 32,
 		Prototypes:    []int{16, 64, 256},
 		StudentTemp:   0.1,
@@ -132,6 +148,7 @@ func (c Config) WithDefaults() Config {
 	setInt(&c.IDRows, d.IDRows)
 	setInt(&c.Activity, d.Activity)
 	setInt(&c.History, d.History)
+	setInt(&c.Spectral, d.Spectral)
 	setInt(&c.SinkhornIters, d.SinkhornIters)
 	if len(c.Prototypes) == 0 {
 		c.Prototypes = d.Prototypes
@@ -178,6 +195,9 @@ func (c Config) Validate() error {
 	}
 	if c.History > graph.MaxHistory {
 		return fmt.Errorf("%w: history %d, want <= %d", ErrBadConfig, c.History, graph.MaxHistory)
+	}
+	if c.Spectral > maxSpectral {
+		return fmt.Errorf("%w: spectral %d, want <= %d", ErrBadConfig, c.Spectral, maxSpectral)
 	}
 	if c.ProtoMomentum >= 1 {
 		return fmt.Errorf("%w: proto_momentum %v, want < 1", ErrBadConfig, c.ProtoMomentum)

@@ -31,6 +31,7 @@ type nodeFeatures struct {
 	text   []int32       // <= TextLen bucket ids
 	attrs  []int32       // <= AttrLen bucket ids
 	vec    []float32     // [VectorDim] or nil
+	spec   int32         // the ad's row of the spectral table, or -1
 }
 
 // featurizer turns subgraphs into fixed-shape batch tensors. It caches the
@@ -38,6 +39,9 @@ type nodeFeatures struct {
 type featurizer struct {
 	cfg      Config
 	analyzer analysis.Analyzer
+	// spec is the model's spectral table (Config.Spectral), set before
+	// the first featurisation and not changed after; nil gives zeros.
+	spec *spectralTable
 
 	mu    sync.RWMutex
 	cache map[graph.NodeID]*nodeFeatures // mu must be held
@@ -163,8 +167,11 @@ func (f *featurizer) node(src Entities, id graph.NodeID) *nodeFeatures {
 	if nf != nil && nf.entity == ent {
 		return nf
 	}
-	nf = &nodeFeatures{entity: ent}
+	nf = &nodeFeatures{entity: ent, spec: -1}
 	if ent != nil {
+		if f.spec != nil && ent.Type == graph.NodeAd {
+			nf.spec = f.spec.row(ent.ID)
+		}
 		nf.hash = idHash(ent.Type, ent.ID, f.cfg.HashK)
 		nf.idRows = idTableRows(ent.Type, ent.ID, f.cfg.IDRows)
 		nf.text = textBuckets(f.analyzer, ent.Text, f.cfg.TextBkts, f.cfg.TextLen)
@@ -209,6 +216,7 @@ type batch struct {
 	histTextW  []float32 // [B,2*TextLen] their weights, summing to 1 (or all 0)
 	histAttr   []int32   // [B,2*AttrLen] the pooled attribute buckets
 	histAttrW  []float32 // [B,2*AttrLen]
+	spec       []float32 // [B,N,specDim] spectral factors (see spectral)
 	mask       []bool    // [B,N]
 	spd        []int32   // [B,N,N]
 	typePair   []int32   // [B,N,N] type(i)*NumNodeTypes + type(j)
@@ -217,10 +225,14 @@ type batch struct {
 const maxHop = 7
 
 // numBatchInputs is the number of tensors a batch contributes to a graph.
-const numBatchInputs = 21
+const numBatchInputs = 22
 
 // histLens are the lengths of the pooled history bags: twice a token's own.
 func histLens(c Config) (text, attr int) { return 2 * c.TextLen, 2 * c.AttrLen }
+
+// specDim is the width of a batch's spectral input: Config.Spectral, or 1
+// (zeros, unused) without the feature.
+func specDim(c Config) int { return max(c.Spectral, 1) }
 
 // featurize builds a batch from the content of src (see featurizeFrom).
 func (f *featurizer) featurize(src Entities, sgs []*graph.Subgraph, rows int) (*batch, error) {
@@ -249,6 +261,7 @@ func (f *featurizer) featurizeFrom(src func(b int) Entities, sgs []*graph.Subgra
 	rows = max(rows, len(sgs))
 	c := f.cfg
 	ht, ha := histLens(c)
+	sd := specDim(c)
 	bt := &batch{
 		B: rows, N: n,
 		nodeType: make([]int32, rows*n), hash: make([]float32, rows*n*c.HashK), idRows: make([]int32, rows*n*2),
@@ -258,10 +271,11 @@ func (f *featurizer) featurizeFrom(src func(b int) Entities, sgs []*graph.Subgra
 		timeBucket: make([]int32, rows*n), weight: make([]float32, rows*n), walk: make([]float32, rows*n),
 		activity: make([]float32, rows*2),
 		histText: make([]int32, rows*ht), histTextW: make([]float32, rows*ht),
-		histAttr: make([]int32, rows*ha), histAttrW: make([]float32, rows*ha),
+		histAttr: make([]int32, rows*ha), histAttrW: make([]float32, rows*ha), spec: make([]float32, rows*n*sd),
 		mask: make([]bool, rows*n), spd: make([]int32, rows*n*n), typePair: make([]int32, rows*n*n),
 	}
 	var pool []bucketWeight
+	var specRows []int32
 	for b := range rows {
 		if b >= len(sgs) {
 			bt.mask[b*n] = true // dummy row: a lone anchor of invalid type
@@ -276,6 +290,9 @@ func (f *featurizer) featurizeFrom(src func(b int) Entities, sgs []*graph.Subgra
 		if c.History > 0 {
 			f.history(src(b), sg, &pool, bt.histText[b*ht:(b+1)*ht], bt.histTextW[b*ht:(b+1)*ht],
 				bt.histAttr[b*ha:(b+1)*ha], bt.histAttrW[b*ha:(b+1)*ha])
+		}
+		if f.spec != nil {
+			specRows = f.spectral(src(b), sg, bt.spec[b*n*sd:(b+1)*n*sd], specRows)
 		}
 		for i := range n {
 			t := b*n + i
@@ -323,6 +340,38 @@ func (f *featurizer) featurizeFrom(src func(b int) Entities, sgs []*graph.Subgra
 		}
 	}
 	return bt, nil
+}
+
+// spectral writes the spectral factors of sg's tokens into out [N, K]
+// (Config.Spectral; f.spec is set): an ad token its row, unless its content
+// is hidden (DropFeat); an anchor without a row of its own (a user) the
+// fold-in of its history's rows (graph.Subgraph.History, weighted by
+// HistoryW); an ad anchor its row only when it has a history as of the
+// subgraph's time, as an ad met when serving has none before its first
+// engagement (an anchor-only view has none either). Other tokens stay zero.
+// rows is scratch, returned for reuse.
+func (f *featurizer) spectral(src Entities, sg *graph.Subgraph, out []float32, rows []int32) []int32 {
+	k := f.spec.K
+	anchor := f.node(src, sg.Nodes[0])
+	switch {
+	case anchor.spec >= 0 && len(sg.History) > 0:
+		copy(out[:k], f.spec.Rows[int(anchor.spec)*k:(int(anchor.spec)+1)*k])
+	case anchor.spec < 0 && len(sg.History) > 0 && len(sg.HistoryW) == len(sg.History):
+		rows = rows[:0]
+		for _, h := range sg.History {
+			rows = append(rows, f.node(src, h).spec)
+		}
+		f.spec.fold(out[:k], rows, sg.HistoryW)
+	}
+	for i := 1; i < sg.N; i++ {
+		if !sg.Mask[i] || (len(sg.DropFeat) == sg.N && sg.DropFeat[i]) {
+			continue
+		}
+		if r := f.node(src, sg.Nodes[i]).spec; r >= 0 {
+			copy(out[i*k:(i+1)*k], f.spec.Rows[int(r)*k:(int(r)+1)*k])
+		}
+	}
+	return rows
 }
 
 // bucketWeight is a content bucket and its pooled weight.
@@ -421,5 +470,6 @@ func (bt *batch) tensors(c Config) []*tensors.Tensor {
 		tensors.FromFlatDataAndDimensions(bt.histTextW, B, len(bt.histTextW)/B),
 		tensors.FromFlatDataAndDimensions(bt.histAttr, B, len(bt.histAttr)/B),
 		tensors.FromFlatDataAndDimensions(bt.histAttrW, B, len(bt.histAttrW)/B),
+		tensors.FromFlatDataAndDimensions(bt.spec, B, N, specDim(c)),
 	}
 }

@@ -68,6 +68,7 @@ func load(dir string, native bool) (*Model, error) {
 	m.cfg.Model.IDRows = -1   // kept when config.json predates the per-id table
 	m.cfg.Model.Activity = -1 // kept when config.json predates the activity feature
 	m.cfg.Model.History = -1  // kept when config.json predates the propagated content
+	m.cfg.Model.Spectral = -1 // kept when config.json predates the spectral factors
 	if err := readJSON(filepath.Join(dir, FileConfig), &m.cfg); err != nil {
 		return nil, fmt.Errorf("load model: %w", err)
 	}
@@ -90,6 +91,11 @@ func load(dir string, native bool) (*Model, error) {
 	}
 	if m.feat, err = newFeaturizer(m.cfg.Model); err != nil {
 		return nil, err
+	}
+	if m.cfg.Model.Spectral > 0 {
+		if m.feat.spec, err = readSpectral(filepath.Join(dir, FileSpectral), m.cfg.Model.Spectral); err != nil {
+			return nil, fmt.Errorf("load model: %w", err)
+		}
 	}
 	be, err := Backend()
 	if err != nil {

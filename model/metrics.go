@@ -46,18 +46,23 @@ type ValMetrics struct {
 
 // TrainMetrics summarise a run; they are stored in metrics.json.
 type TrainMetrics struct {
-	Version     string        `json:"version"`
-	GlobalStep  int           `json:"global_step"`
-	Steps       int           `json:"steps"`
-	TrainEvents int           `json:"train_events"`
-	ValEvents   int           `json:"val_events"`
-	SplitTS     int64         `json:"split_ts"`
-	Seconds     float64       `json:"seconds"`
-	AnchorsPerS float64       `json:"anchors_per_s"`
-	First       *StepMetrics  `json:"first,omitempty"`
-	Last        *StepMetrics  `json:"last,omitempty"`
-	Validation  *ValMetrics   `json:"validation,omitempty"`
-	History     []StepMetrics `json:"history,omitempty"`
+	Version     string `json:"version"`
+	GlobalStep  int    `json:"global_step"`
+	Steps       int    `json:"steps"`
+	TrainEvents int    `json:"train_events"`
+	ValEvents   int    `json:"val_events"`
+	SplitTS     int64  `json:"split_ts"`
+	// SpectralAds and SpectralSeconds: the ads given spectral factors
+	// (Config.Spectral) and the seconds their fit took, before the first
+	// step (not in Seconds).
+	SpectralAds     int           `json:"spectral_ads,omitempty"`
+	SpectralSeconds float64       `json:"spectral_seconds,omitempty"`
+	Seconds         float64       `json:"seconds"`
+	AnchorsPerS     float64       `json:"anchors_per_s"`
+	First           *StepMetrics  `json:"first,omitempty"`
+	Last            *StepMetrics  `json:"last,omitempty"`
+	Validation      *ValMetrics   `json:"validation,omitempty"`
+	History         []StepMetrics `json:"history,omitempty"`
 }
 
 func scalarOf(t *tensors.Tensor) float64 {

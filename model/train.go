@@ -184,6 +184,7 @@ func Train(ctx gocontext.Context, store *graph.Store, cfg TrainConfig, dataDir s
 
 	mctx := newModelContext(int64(cfg.Seed))
 	startStep := 0
+	var prevSpec *spectralTable // the resumed version's
 	if cfg.Resume {
 		dir, err := LatestVersionDir(dataDir)
 		if err != nil {
@@ -193,12 +194,13 @@ func Train(ctx gocontext.Context, store *graph.Store, cfg TrainConfig, dataDir s
 		cc.Model.IDRows = -1   // kept when config.json predates the per-id table
 		cc.Model.Activity = -1 // kept when config.json predates the activity feature
 		cc.Model.History = -1  // kept when config.json predates the propagated content
+		cc.Model.Spectral = -1 // kept when config.json predates the spectral factors
 		if err := readJSON(filepath.Join(dir, FileConfig), &cc); err != nil {
 			return nil, fmt.Errorf("resume: %w", err)
 		}
 		if !slices.Equal(cc.Model.Prototypes, cfg.Model.Prototypes) || cc.Model.Dim != cfg.Model.Dim ||
 			cc.Model.EmbedDim != cfg.Model.EmbedDim || cc.Model.Layers != cfg.Model.Layers || cc.Model.IDRows != cfg.Model.IDRows ||
-			cc.Model.Activity != cfg.Model.Activity || cc.Model.History != cfg.Model.History {
+			cc.Model.Activity != cfg.Model.Activity || cc.Model.History != cfg.Model.History || cc.Model.Spectral != cfg.Model.Spectral {
 			return nil, fmt.Errorf("resume from %s: %w: model config differs", dir, ErrBadConfig)
 		}
 		if err := loadVariables(mctx, filepath.Join(dir, FileWeights)); err != nil {
@@ -207,10 +209,27 @@ func Train(ctx gocontext.Context, store *graph.Store, cfg TrainConfig, dataDir s
 		if err := loadVariables(mctx, filepath.Join(dir, FileOptimizer)); err != nil {
 			return nil, fmt.Errorf("resume: %w", err)
 		}
+		if cfg.Model.Spectral > 0 {
+			if prevSpec, err = readSpectral(filepath.Join(dir, FileSpectral), cfg.Model.Spectral); err != nil {
+				return nil, fmt.Errorf("resume: %w", err)
+			}
+		}
 		var m TrainMetrics
 		if err := readJSON(filepath.Join(dir, FileMetrics), &m); err == nil {
 			startStep = m.GlobalStep
 		}
+	}
+
+	var spec *spectralTable
+	var specSeconds float64
+	if cfg.Model.Spectral > 0 {
+		t0 := time.Now()
+		if spec, err = fitSpectral(ctx, store, tr.sampler, cfg.Model.Spectral, store.MaxTS(), cfg.Seed, prevSpec); err != nil {
+			return nil, err
+		}
+		specSeconds = time.Since(t0).Seconds()
+		tr.feat.spec = spec
+		cfg.Logger.Info("spectral factors", "ads", len(spec.IDs), "k", spec.K, "seconds", specSeconds)
 	}
 
 	opt := optimizers.Adam().LearningRate(cfg.LearningRate).WeightDecay(cfg.WeightDecay).Done()
@@ -232,7 +251,10 @@ func Train(ctx gocontext.Context, store *graph.Store, cfg TrainConfig, dataDir s
 	}
 
 	start := time.Now()
-	metrics := TrainMetrics{TrainEvents: len(tr.train), ValEvents: len(tr.val), SplitTS: tr.splitTS}
+	metrics := TrainMetrics{TrainEvents: len(tr.train), ValEvents: len(tr.val), SplitTS: tr.splitTS, SpectralSeconds: specSeconds}
+	if spec != nil {
+		metrics.SpectralAds = len(spec.IDs)
+	}
 	prog := newProgress(logw, cfg.Steps)
 	L := len(mc.Prototypes)
 	usage := make([][]int, L)
@@ -308,7 +330,7 @@ func Train(ctx gocontext.Context, store *graph.Store, cfg TrainConfig, dataDir s
 			snap := metrics
 			snap.Steps, snap.GlobalStep, snap.Seconds = step-startStep, step, time.Since(start).Seconds()
 			snap.AnchorsPerS = float64(tr.anchorsPerStep()*(step-startStep)) / snap.Seconds
-			if _, err := writeVersion(mctx, tr.cfg, dataDir, snap); err != nil {
+			if _, err := writeVersion(mctx, tr.cfg, spec, dataDir, snap); err != nil {
 				return nil, fmt.Errorf("snapshot at step %d: %w", step, err)
 			}
 		}
@@ -322,7 +344,7 @@ func Train(ctx gocontext.Context, store *graph.Store, cfg TrainConfig, dataDir s
 		last := metrics.History[n-1]
 		metrics.Last = &last
 	}
-	return writeVersion(mctx, tr.cfg, dataDir, metrics)
+	return writeVersion(mctx, tr.cfg, spec, dataDir, metrics)
 }
 
 // anchorsPerStep is the number of subgraphs a step encodes in each view.

@@ -21,6 +21,7 @@ func TestTrainCheckpointLoadEmbed(t *testing.T) {
 	dir := t.TempDir()
 	var logs bytes.Buffer
 	cfg := tinyConfig()
+	cfg.Model.Spectral = 8
 	ck, err := Train(gocontext.Background(), w.store, cfg, dir, &logs)
 	if err != nil {
 		t.Fatal(err)
@@ -47,7 +48,7 @@ func TestTrainCheckpointLoadEmbed(t *testing.T) {
 	if ck.Metrics.Validation == nil || math.IsNaN(ck.Metrics.Validation.AUC) {
 		t.Errorf("validation metrics = %+v, want an AUC", ck.Metrics.Validation)
 	}
-	for _, f := range []string{FileConfig, FileWeights, FileOptimizer, FilePrototypes, FileMetrics} {
+	for _, f := range []string{FileConfig, FileWeights, FileOptimizer, FilePrototypes, FileMetrics, FileSpectral} {
 		if _, err := os.Stat(filepath.Join(ck.Dir, f)); err != nil {
 			t.Errorf("checkpoint lacks %s: %v", f, err)
 		}
@@ -97,6 +98,25 @@ func TestTrainCheckpointLoadEmbed(t *testing.T) {
 	}
 	if ck2.Version != "v2" || ck2.Metrics.GlobalStep != 9 {
 		t.Errorf("resumed: version %q global step %d, want v2 9", ck2.Version, ck2.Metrics.GlobalStep)
+	}
+	// The resumed round refits the spectral factors on the same graph and
+	// rotates them onto v1's: the same factors.
+	k := cfg.Model.Spectral
+	s1, err := readSpectral(filepath.Join(ck.Dir, FileSpectral), k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2, err := readSpectral(filepath.Join(ck2.Dir, FileSpectral), k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s1.IDs) == 0 || !slices.Equal(s1.IDs, s2.IDs) || ck2.Metrics.SpectralAds != len(s2.IDs) {
+		t.Fatalf("spectral factors of %d and %d ads (%d in v2's metrics)", len(s1.IDs), len(s2.IDs), ck2.Metrics.SpectralAds)
+	}
+	for i := range s1.Rows {
+		if math.Abs(float64(s1.Rows[i]-s2.Rows[i])) > 1e-3 {
+			t.Fatalf("resumed factor %d: %v, v1's %v", i, s2.Rows[i], s1.Rows[i])
+		}
 	}
 }
 

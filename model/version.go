@@ -20,7 +20,7 @@ import (
 // removes. Every file and the directory are synced before the rename that
 // publishes them, so a crash leaves either the whole version or a
 // temporary directory that [CleanStale] removes.
-func writeVersion(mctx *context.Context, cfg TrainConfig, dataDir string, metrics TrainMetrics) (*Checkpoint, error) {
+func writeVersion(mctx *context.Context, cfg TrainConfig, spec *spectralTable, dataDir string, metrics TrainMetrics) (*Checkpoint, error) {
 	vs, err := listVersions(dataDir)
 	if err != nil {
 		return nil, err
@@ -45,6 +45,11 @@ func writeVersion(mctx *context.Context, cfg TrainConfig, dataDir string, metric
 	}
 	if err := saveVariables(mctx, filepath.Join(tmp, FileOptimizer), func(s string) bool { return !isModelScope(s) }); err != nil {
 		return nil, err
+	}
+	if spec != nil {
+		if err := writeSpectral(filepath.Join(tmp, FileSpectral), spec); err != nil {
+			return nil, err
+		}
 	}
 	protos, err := readPrototypes(mctx, cfg.Model)
 	if err != nil {

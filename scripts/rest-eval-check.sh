@@ -16,6 +16,7 @@
 #
 #   scripts/rest-eval-check.sh
 #   USERS=600 STEPS=40 TOL=0.02 scripts/rest-eval-check.sh
+#   SPECTRAL=16 scripts/rest-eval-check.sh      # the service trains with spectral factors (hir serve --train-spectral)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,6 +25,7 @@ ADS=${ADS:-150}
 STEPS=${STEPS:-20}
 PAIRS=${PAIRS:-8}
 TOL=${TOL:-0.01}
+SPECTRAL=${SPECTRAL:-0}
 PORT=${PORT:-18490}
 WORK=${WORK:-$(mktemp -d "${TMPDIR:-/tmp}/hir-rest-eval-XXXXXX")}
 URL=http://127.0.0.1:$PORT
@@ -40,7 +42,7 @@ step "synth $USERS users / $ADS ads into $WORK/world"
 
 step "serve an empty data directory on $URL (log: $WORK/serve.log)"
 "$WORK/hir" serve --data "$WORK/data" --addr "127.0.0.1:$PORT" --train-steps "$STEPS" --train-pairs "$PAIRS" \
-	--rate-limit -1 --log-level warn 2>"$WORK/serve.log" &
+	--train-spectral "$SPECTRAL" --rate-limit -1 --log-level warn 2>"$WORK/serve.log" &
 server=$!
 trap 'kill -TERM $server 2>/dev/null || true; wait $server 2>/dev/null || true' EXIT
 healthy() { (exec 3<>"/dev/tcp/127.0.0.1/$PORT" && printf 'GET /healthz HTTP/1.0\r\n\r\n' >&3 && timeout 2 head -1 <&3 | grep -q ' 200') 2>/dev/null; }

@@ -117,6 +117,7 @@ func TestServeAndTrainFlags(t *testing.T) {
 		{"no data", []string{"serve"}, 2},
 		{"bad log level", []string{"serve", "--data", "x", "--log-level", "loud"}, 2},
 		{"bad fresh rank", []string{"serve", "--data", "x", "--fresh-rank", "0"}, 2},
+		{"bad train-spectral", []string{"serve", "--data", "x", "--train-spectral", "many"}, 2},
 		{"redis unreachable", []string{"serve", "--data", "DIR", "--redis", "127.0.0.1:1"}, 1},
 		{"bad replica id", []string{"serve", "--data", "DIR", "--redis", "127.0.0.1:1", "--replica-id", "a/b"}, 1},
 		{"bad debug address", []string{"serve", "--data", "DIR", "--debug-addr", "256.0.0.1:0"}, 1},
@@ -125,6 +126,7 @@ func TestServeAndTrainFlags(t *testing.T) {
 		{"train: bad steps", []string{"train", "--data", "DIR", "--steps", "x"}, 2},
 		{"train: bad debug address", []string{"train", "--data", "DIR", "--debug-addr", "256.0.0.1:0"}, 1},
 		{"train: help", []string{"train", "-h"}, 0},
+		{"train: bad spectral", []string{"train", "--data", "DIR", "--spectral", "x"}, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for i, a := range tc.args {

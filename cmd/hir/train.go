@@ -64,6 +64,7 @@ func trainFlags(fs *flag.FlagSet, cfg *model.TrainConfig) {
 	fs.IntVar(&cfg.Negatives, "negatives", 0, "size of the queue of earlier ad embeddings in the retrieval loss, which replaces the random negative anchors (0: none, the default)")
 	fs.IntVar(&cfg.Model.IDRows, "id-rows", 0, "rows of the per-id hashed embedding table (0: default, none)")
 	fs.IntVar(&cfg.Model.History, "history", 0, "newest engaged neighbours whose content is pooled into the anchor's token (0: default, 32; -1 off)")
+	fs.IntVar(&cfg.Model.Spectral, "spectral", 0, "spectral factors per ad (co-engagement eigenvectors) given to the encoder, a user getting the fold-in of its history's (0: default, off; 64 was measured)")
 	fs.IntVar(&cfg.Model.Activity, "activity", 0, "the anchor's engagement counts as encoder inputs: 2 a per-type popularity coordinate (0: default, 2), 1 the counts in the anchor's token and a shared popularity coordinate, -1 off")
 	fs.IntVar(&cfg.LogQ, "logq", 0, "correct the in-batch alignment losses for how candidates are sampled, so embeddings keep popularity: 1 on (0: default, on), -1 off")
 	fs.IntVar(&cfg.Sampler.Teacher.MaxNodes, "teacher-nodes", 0, "tokens of the teacher view's subgraphs (0: default)")

@@ -1,0 +1,339 @@
+package model
+
+import (
+	gocontext "context"
+	"encoding/gob"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"time"
+
+	"gonum.org/v1/gonum/floats"
+	"gonum.org/v1/gonum/lapack/lapack64"
+	"gonum.org/v1/gonum/mat"
+
+	"github.com/hir-ads/hir/graph"
+)
+
+// FileSpectral holds a version's spectral factors (Config.Spectral) in
+// DIR/models/vN/.
+const FileSpectral = "spectral.gob"
+
+const spectralMagic = "hir-spectral-v1"
+
+// spectralIters is the number of subspace iterations of fitSpectral.
+const spectralIters = 5
+
+// spectralHalfLife is the half-life of an engagement's weight in the
+// matrix that fitSpectral factorises: long, so that the factors keep the
+// co-engagement structure of months, while a living service's oldest
+// events fade.
+const spectralHalfLife = 60 * 24 * time.Hour
+
+// spectralTable holds the spectral factors of the ads: the top Config.Spectral
+// eigenvectors of the ad-ad co-engagement matrix A^T A, where A is the
+// user-ad engagement matrix (graph.Sampler.HistoryPrior times
+// 2^(-age/spectralHalfLife)) normalised by both sides' weighted degrees,
+// A[u,a] = w(u,a) / sqrt(d(u) d(a)) (LightGCN's normalisation). An ad's row
+// is its coordinates in that subspace, each factor scaled by its singular
+// value, L2-normalised; two ads engaged by the same users have close rows.
+// A user folds in the rows of its history (fold), so u·a is a smoothed
+// sum of the user's history's co-engagement with a: the collaborative
+// signal of item-based filtering, as an encoder input that costs no
+// training. Ads not in the table (new
+// since the fit) have no row. Immutable once built.
+type spectralTable struct {
+	K    int       // factors per row
+	IDs  []string  // external ad ids, by row
+	Rows []float32 // [len(IDs), K]
+	// Fold holds each row's fold-in weight 1/sqrt(d(a)), the ad side of
+	// the normalisation.
+	Fold []float32
+
+	index map[string]int32 // ad id -> row
+}
+
+// row returns ad id's row index, or -1.
+func (t *spectralTable) row(id string) int32 {
+	if r, ok := t.index[id]; ok {
+		return r
+	}
+	return -1
+}
+
+func (t *spectralTable) buildIndex() {
+	t.index = make(map[string]int32, len(t.IDs))
+	for i, id := range t.IDs {
+		t.index[id] = int32(i)
+	}
+}
+
+// fold writes into dst[:K] the L2-normalised fold-in of rows (each row
+// weighted by w times its Fold weight; a row of -1 is skipped). dst stays
+// zero when nothing is folded.
+func (t *spectralTable) fold(dst []float32, rows []int32, w []float32) {
+	dst = dst[:t.K]
+	clear(dst)
+	for i, r := range rows {
+		if r < 0 {
+			continue
+		}
+		s := w[i] * t.Fold[r]
+		for j, v := range t.Rows[int(r)*t.K : (int(r)+1)*t.K] {
+			dst[j] += s * v
+		}
+	}
+	normalize(dst)
+}
+
+// fitSpectral computes the spectral factors of the user-ad engagements of
+// store visible at asOf (see spectralTable), k per ad, by subspace iteration
+// from a seeded random start, with a Rayleigh-Ritz step that orders the
+// factors by eigenvalue. With prev (the table of the version a run resumes
+// from) of the same k, the factors are rotated onto prev's on the ads both
+// know (orthogonal Procrustes), so that the encoder's learnt map of the
+// factors stays valid across refits; otherwise each factor's largest entry
+// is made positive. Deterministic for the same edges and seed.
+func fitSpectral(ctx gocontext.Context, store *graph.Store, sm *graph.Sampler, k int, asOf int64, seed uint64, prev *spectralTable) (*spectralTable, error) {
+	type entry struct {
+		u, a int32
+		w    float64
+	}
+	nUsers, nAds := store.NumNodes(graph.NodeUser), store.NumNodes(graph.NodeAd)
+	userRow, adRow := make([]int32, nUsers), make([]int32, nAds)
+	for i := range userRow {
+		userRow[i] = -1
+	}
+	for i := range adRow {
+		adRow[i] = -1
+	}
+	var ents []entry
+	var adIdx []uint32
+	nu := int32(0)
+	halfMS := float64(spectralHalfLife.Milliseconds())
+	store.ForEachEdge(store.MinTS(), asOf+1, func(src graph.NodeID, e graph.Edge) bool {
+		if src.Type != graph.NodeUser || e.Nbr.Type != graph.NodeAd || int(src.Idx) >= nUsers || int(e.Nbr.Idx) >= nAds {
+			return true
+		}
+		p := sm.HistoryPrior(e.Type)
+		if p <= 0 {
+			return true
+		}
+		if userRow[src.Idx] < 0 {
+			userRow[src.Idx] = nu
+			nu++
+		}
+		if adRow[e.Nbr.Idx] < 0 {
+			adRow[e.Nbr.Idx] = int32(len(adIdx))
+			adIdx = append(adIdx, e.Nbr.Idx)
+		}
+		w := float64(p) * math.Exp2(-float64(max(asOf-e.TS, 0))/halfMS)
+		ents = append(ents, entry{userRow[src.Idx], adRow[e.Nbr.Idx], w})
+		return true
+	})
+	na := len(adIdx)
+	t := &spectralTable{K: k, IDs: make([]string, na), Rows: make([]float32, na*k), Fold: make([]float32, na)}
+	for r, idx := range adIdx {
+		t.IDs[r] = store.Ref(graph.NodeID{Type: graph.NodeAd, Idx: idx}).ID
+	}
+	t.buildIndex()
+	p := min(k, na)
+	if p == 0 {
+		return t, nil
+	}
+	du, da := make([]float64, nu), make([]float64, na)
+	for _, e := range ents {
+		du[e.u] += e.w
+		da[e.a] += e.w
+	}
+	for i := range ents {
+		ents[i].w /= math.Sqrt(du[ents[i].u] * da[ents[i].a])
+	}
+	for a, d := range da {
+		t.Fold[a] = float32(1 / math.Sqrt(d))
+	}
+	// mulA: b = A q (users x p); mulAT: y = A^T b (ads x p).
+	b := mat.NewDense(int(max(nu, 1)), p, nil)
+	mulA := func(q *mat.Dense) {
+		bd, qd := b.RawMatrix().Data, q.RawMatrix().Data
+		clear(bd)
+		for _, e := range ents {
+			br, qr := bd[int(e.u)*p:int(e.u+1)*p], qd[int(e.a)*p:int(e.a+1)*p]
+			for j, v := range qr {
+				br[j] += e.w * v
+			}
+		}
+	}
+	y := mat.NewDense(na, p, nil)
+	mulAT := func() {
+		yd, bd := y.RawMatrix().Data, b.RawMatrix().Data
+		clear(yd)
+		for _, e := range ents {
+			yr, br := yd[int(e.a)*p:int(e.a+1)*p], bd[int(e.u)*p:int(e.u+1)*p]
+			for j, v := range br {
+				yr[j] += e.w * v
+			}
+		}
+	}
+	rng := rand.New(rand.NewPCG(seed, 0x5eed5bec))
+	q := mat.NewDense(na, p, nil)
+	for i := range q.RawMatrix().Data {
+		q.RawMatrix().Data[i] = rng.NormFloat64()
+	}
+	// orth replaces m by the thin Q of its QR factorisation (LAPACK's
+	// Householder QR, then the first p columns of Q).
+	var tau, work []float64
+	orth := func(m *mat.Dense) {
+		g := m.RawMatrix()
+		tau = slices.Grow(tau[:0], p)[:p]
+		work = slices.Grow(work[:0], 1)[:1]
+		lapack64.Geqrf(g, tau, work, -1)
+		work = slices.Grow(work[:0], int(work[0]))[:int(work[0])]
+		lapack64.Geqrf(g, tau, work, len(work))
+		lapack64.Orgqr(g, tau, work[:1], -1)
+		work = slices.Grow(work[:0], int(work[0]))[:int(work[0])]
+		lapack64.Orgqr(g, tau, work, len(work))
+	}
+	orth(q)
+	for range spectralIters {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		mulA(q)
+		mulAT()
+		orth(y)
+		q, y = y, q
+	}
+	// Rayleigh-Ritz: the eigenvectors of q^T A^T A q, largest first.
+	mulA(q)
+	var m mat.SymDense
+	m.SymOuterK(1, b.T())
+	var eig mat.EigenSym
+	if !eig.Factorize(&m, true) {
+		return nil, fmt.Errorf("spectral factors: eigen decomposition failed")
+	}
+	var vecs mat.Dense
+	eig.VectorsTo(&vecs)
+	vals := eig.Values(nil) // ascending
+	// Factor j is the j-th largest eigenvector scaled by the square root
+	// of its eigenvalue (the singular value of A), so that the broad
+	// structure outweighs the fine; then every row is L2-normalised, so
+	// that an ad's factors say whom it reaches, not how often (its
+	// popularity coordinate says that).
+	rev := mat.NewDense(p, p, nil)
+	for j := range p {
+		s := math.Sqrt(max(vals[p-1-j], 0))
+		for i := range p {
+			rev.Set(i, j, s*vecs.At(i, p-1-j))
+		}
+	}
+	var f mat.Dense
+	f.Mul(q, rev)
+	for i := range na {
+		row := f.RawRowView(i)
+		if n := floats.Norm(row, 2); n > 0 {
+			floats.Scale(1/n, row)
+		}
+	}
+	if !alignSpectral(&f, t.IDs, prev) {
+		for j := range p {
+			big := 0.0
+			for i := range na {
+				if v := f.At(i, j); math.Abs(v) > math.Abs(big) {
+					big = v
+				}
+			}
+			if big < 0 {
+				for i := range na {
+					f.Set(i, j, -f.At(i, j))
+				}
+			}
+		}
+	}
+	for i := range na {
+		for j := range p {
+			t.Rows[i*k+j] = float32(f.At(i, j))
+		}
+	}
+	return t, nil
+}
+
+// alignSpectral rotates the factors f (rows by ids) onto prev's on the ads
+// both know, the orthogonal rotation that brings them closest (orthogonal
+// Procrustes: R = U V^T for f_c^T prev_c = U S V^T). It reports whether it
+// did: prev must have f's width and share at least one ad.
+func alignSpectral(f *mat.Dense, ids []string, prev *spectralTable) bool {
+	na, kk := f.Dims()
+	if prev == nil || prev.K < kk || prev.index == nil {
+		return false
+	}
+	c := mat.NewDense(kk, kk, nil)
+	shared := 0
+	for i, id := range ids[:na] {
+		r := prev.row(id)
+		if r < 0 {
+			continue
+		}
+		shared++
+		pr := prev.Rows[int(r)*prev.K : int(r)*prev.K+kk]
+		for a := range kk {
+			fa := f.At(i, a)
+			for b := range kk {
+				c.Set(a, b, c.At(a, b)+fa*float64(pr[b]))
+			}
+		}
+	}
+	if shared == 0 {
+		return false
+	}
+	var svd mat.SVD
+	if !svd.Factorize(c, mat.SVDFull) {
+		return false
+	}
+	var u, v, r mat.Dense
+	svd.UTo(&u)
+	svd.VTo(&v)
+	r.Mul(&u, v.T())
+	var out mat.Dense
+	out.Mul(f, &r)
+	f.Copy(&out)
+	return true
+}
+
+// writeSpectral writes t to path with gob and syncs it.
+func writeSpectral(path string, t *spectralTable) error {
+	return writeSynced(path, func(f *os.File) error {
+		enc := gob.NewEncoder(f)
+		if err := enc.Encode(spectralMagic); err != nil {
+			return err
+		}
+		return enc.Encode(t)
+	})
+}
+
+// readSpectral reads a table written by writeSpectral and checks its shape
+// against k.
+func readSpectral(path string, k int) (*spectralTable, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open spectral factors: %w", err)
+	}
+	defer f.Close()
+	dec := gob.NewDecoder(f)
+	var magic string
+	if err := dec.Decode(&magic); err != nil || magic != spectralMagic {
+		return nil, fmt.Errorf("read %s: %w: bad header", path, ErrCorrupt)
+	}
+	var t spectralTable
+	if err := dec.Decode(&t); err != nil {
+		return nil, fmt.Errorf("read %s: %w: %v", path, ErrCorrupt, err)
+	}
+	if t.K != k || len(t.Rows) != len(t.IDs)*k || len(t.Fold) != len(t.IDs) ||
+		slices.ContainsFunc(t.Rows, func(v float32) bool { return math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) }) {
+		return nil, fmt.Errorf("read %s: %w: %d factors of %d ads, want %d", path, ErrCorrupt, t.K, len(t.IDs), k)
+	}
+	t.buildIndex()
+	return &t, nil
+}

@@ -1,0 +1,268 @@
+package model
+
+import (
+	gocontext "context"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"gonum.org/v1/gonum/mat"
+
+	"github.com/hir-ads/hir/graph"
+)
+
+func fitTestSpectral(t *testing.T, w *synthWorld, k int, seed uint64, prev *spectralTable) *spectralTable {
+	t.Helper()
+	sm := graph.NewSampler(w.store, graph.SamplerOptions{})
+	tbl, err := fitSpectral(gocontext.Background(), w.store, sm, k, w.store.MaxTS(), seed, prev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tbl
+}
+
+func cosine32(a, b []float32) float64 {
+	var ab, aa, bb float64
+	for i := range a {
+		ab += float64(a[i]) * float64(b[i])
+		aa += float64(a[i]) * float64(a[i])
+		bb += float64(b[i]) * float64(b[i])
+	}
+	if aa == 0 || bb == 0 {
+		return 0
+	}
+	return ab / math.Sqrt(aa*bb)
+}
+
+// TestFitSpectral checks the spectral factors of a world whose users engage
+// with the ads of one interest each: rows of unit norm, ads of one
+// interest closer than ads of two, deterministic,
+// and, given the table of a resumed version, rotated onto its factors.
+func TestFitSpectral(t *testing.T) {
+	w := newSynthWorld(t, 80, 60, 4, 12, 1)
+	const k = 4
+	a := fitTestSpectral(t, w, k, 1, nil)
+	na := len(a.IDs)
+	if na < 50 || len(a.Rows) != na*k || len(a.Fold) != na {
+		t.Fatalf("%d ads, %d rows, %d fold weights; want >= 50 ads of %d factors", na, len(a.Rows), len(a.Fold), k)
+	}
+	for i := range na {
+		var n float64
+		for _, v := range a.Rows[i*k : (i+1)*k] {
+			n += float64(v) * float64(v)
+		}
+		if math.Abs(n-1) > 1e-4 {
+			t.Fatalf("ad %s: squared norm %.5f, want 1", a.IDs[i], n)
+		}
+	}
+	topic := map[string]int{}
+	for i, id := range w.ads {
+		topic[w.store.Ref(id).ID] = w.adTopic[i]
+	}
+	var same, diff []float64
+	for i := range na {
+		for j := i + 1; j < na; j++ {
+			c := cosine32(a.Rows[i*k:(i+1)*k], a.Rows[j*k:(j+1)*k])
+			if topic[a.IDs[i]] == topic[a.IDs[j]] {
+				same = append(same, c)
+			} else {
+				diff = append(diff, c)
+			}
+		}
+	}
+	mean := func(v []float64) float64 {
+		s := 0.0
+		for _, x := range v {
+			s += x
+		}
+		return s / float64(len(v))
+	}
+	if ms, md := mean(same), mean(diff); !(ms > md+0.3) {
+		t.Errorf("mean cosine of two ads of one interest %.3f, of two interests %.3f; want the first well above", ms, md)
+	}
+	if b := fitTestSpectral(t, w, k, 1, nil); !slices.Equal(a.Rows, b.Rows) || !slices.Equal(a.IDs, b.IDs) {
+		t.Error("two fits with the same seed differ")
+	}
+
+	// A previous table in another basis of the same subspace: a refit
+	// is rotated onto it.
+	rng := rand.New(rand.NewPCG(7, 7))
+	r0 := mat.NewDense(k, k, nil)
+	for i := range k {
+		for j := range k {
+			r0.Set(i, j, rng.NormFloat64())
+		}
+	}
+	var qr mat.QR
+	qr.Factorize(r0)
+	var rot mat.Dense
+	qr.QTo(&rot)
+	prev := &spectralTable{K: k, IDs: a.IDs, Fold: a.Fold, Rows: make([]float32, len(a.Rows))}
+	for i := range na {
+		for j := range k {
+			var s float64
+			for l := range k {
+				s += float64(a.Rows[i*k+l]) * rot.At(l, j)
+			}
+			prev.Rows[i*k+j] = float32(s)
+		}
+	}
+	prev.buildIndex()
+	var maxDiff float64
+	for _, tc := range []struct {
+		name  string
+		prev  *spectralTable
+		close bool
+	}{
+		{"aligned", prev, true},
+		{"not aligned", nil, false},
+	} {
+		c := fitTestSpectral(t, w, k, 1, tc.prev)
+		maxDiff = 0
+		for i, v := range c.Rows {
+			maxDiff = max(maxDiff, math.Abs(float64(v-prev.Rows[i])))
+		}
+		if (maxDiff < 1e-3) != tc.close {
+			t.Errorf("%s: largest difference from the previous table's factors %.4f", tc.name, maxDiff)
+		}
+	}
+}
+
+// TestSpectralFile checks that a table survives its file and that a
+// damaged file or one of another width is refused.
+func TestSpectralFile(t *testing.T) {
+	w := newSynthWorld(t, 40, 30, 3, 8, 1)
+	a := fitTestSpectral(t, w, 4, 1, nil)
+	dir := t.TempDir()
+	path := filepath.Join(dir, FileSpectral)
+	if err := writeSpectral(path, a); err != nil {
+		t.Fatal(err)
+	}
+	b, err := readSpectral(path, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(a.IDs, b.IDs) || !slices.Equal(a.Rows, b.Rows) || !slices.Equal(a.Fold, b.Fold) || b.row(a.IDs[3]) != 3 {
+		t.Error("table read back differs")
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		data []byte
+		k    int
+	}{
+		{"other width", raw, 8},
+		{"truncated", raw[:len(raw)/2], 4},
+		{"empty", nil, 4},
+		{"not a table", []byte("hello"), 4},
+	} {
+		p := filepath.Join(dir, tc.name)
+		if err := os.WriteFile(p, tc.data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := readSpectral(p, tc.k); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s: error %v, want ErrCorrupt", tc.name, err)
+		}
+	}
+}
+
+// TestSpectralFeatures checks what the featuriser gives each token: a
+// user anchor the fold-in of its history, an ad anchor its row only with a
+// history, an ad neighbour its row unless its content is hidden, an anchor
+// alone nothing.
+func TestSpectralFeatures(t *testing.T) {
+	w := newSynthWorld(t, 40, 60, 4, 12, 1)
+	cfg := tinyConfig().WithDefaults().Model
+	cfg.Spectral = 4
+	f, err := newFeaturizer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.spec = fitTestSpectral(t, w, 4, 1, nil)
+	k := 4
+	asOf := w.store.MaxTS()
+	opts := graph.DefaultSamplerOptions()
+	opts.Student.FeatureDropout = 0.5
+	opts.Student.AnchorOnly = -1
+	sm := graph.NewSampler(w.store, opts)
+	alone := graph.DefaultSamplerOptions()
+	alone.Student.AnchorOnly = 1
+	smAlone := graph.NewSampler(w.store, alone)
+	row := func(id graph.NodeID) []float32 {
+		r := f.spec.row(w.store.Ref(id).ID)
+		if r < 0 {
+			return make([]float32, k)
+		}
+		return f.spec.Rows[int(r)*k : (int(r)+1)*k]
+	}
+	feats := func(sg *graph.Subgraph) []float32 {
+		bt, err := f.featurize(w.store, []*graph.Subgraph{sg}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return bt.spec
+	}
+	near := func(a, b []float32) bool {
+		for i := range a {
+			if math.Abs(float64(a[i]-b[i])) > 1e-5 {
+				return false
+			}
+		}
+		return true
+	}
+	zero := make([]float32, k)
+
+	user := sm.Sample(w.users[0], asOf, graph.ViewTeacher, 1)
+	if len(user.History) == 0 {
+		t.Fatal("user 0 has no history")
+	}
+	want := make([]float32, k)
+	for i, h := range user.History {
+		r := f.spec.row(w.store.Ref(h).ID)
+		if r < 0 {
+			continue
+		}
+		for j := range k {
+			want[j] += user.HistoryW[i] * f.spec.Fold[r] * f.spec.Rows[int(r)*k+j]
+		}
+	}
+	normalize(want)
+	got := feats(user)
+	if !near(got[:k], want) || near(want, zero) {
+		t.Errorf("user anchor: %v, want the fold-in of its history %v", got[:k], want)
+	}
+	hidden, shown := 0, 0
+	student := sm.Sample(w.users[1], asOf, graph.ViewStudent, 3)
+	got = feats(student)
+	for i := 1; i < student.Len; i++ {
+		want := row(student.Nodes[i])
+		if student.DropFeat[i] || student.Nodes[i].Type != graph.NodeAd {
+			want = zero
+			hidden++
+		} else {
+			shown++
+		}
+		if !near(got[i*k:(i+1)*k], want) {
+			t.Errorf("student token %d (%v, hidden %v): %v, want %v", i, student.Nodes[i], student.DropFeat[i], got[i*k:(i+1)*k], want)
+		}
+	}
+	if hidden == 0 || shown == 0 {
+		t.Fatalf("student view: %d tokens hidden, %d shown; want some of each", hidden, shown)
+	}
+	ad := sm.Sample(w.ads[0], asOf, graph.ViewTeacher, 1)
+	if got := feats(ad); len(ad.History) == 0 || !near(got[:k], row(w.ads[0])) || near(got[:k], zero) {
+		t.Errorf("ad anchor with a history: %v, want its row %v", got[:k], row(w.ads[0]))
+	}
+	for _, id := range []graph.NodeID{w.users[0], w.ads[0]} {
+		if got := feats(smAlone.Sample(id, asOf, graph.ViewStudent, 1)); !near(got[:k], zero) {
+			t.Errorf("%v alone: %v, want zeros", id, got[:k])
+		}
+	}
+}
