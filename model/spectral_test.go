@@ -266,3 +266,42 @@ func TestSpectralFeatures(t *testing.T) {
 		}
 	}
 }
+
+// FuzzReadSpectral checks that readSpectral refuses what it cannot use
+// (ErrCorrupt, never a panic) and that what it accepts is consistent.
+func FuzzReadSpectral(f *testing.F) {
+	dir := f.TempDir()
+	good := &spectralTable{K: 2, IDs: []string{"a", "b"}, Rows: []float32{1, 0, 0, 1}, Fold: []float32{0.5, 0.25}}
+	path := filepath.Join(dir, "seed")
+	if err := writeSpectral(path, good); err != nil {
+		f.Fatal(err)
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(raw)
+	f.Add(raw[:len(raw)-3])
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p := filepath.Join(t.TempDir(), FileSpectral)
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		tbl, err := readSpectral(p, 2)
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("error %v, want ErrCorrupt", err)
+			}
+			return
+		}
+		if len(tbl.Rows) != 2*len(tbl.IDs) || len(tbl.Fold) != len(tbl.IDs) {
+			t.Fatalf("accepted a table of %d ids, %d factors, %d fold weights", len(tbl.IDs), len(tbl.Rows), len(tbl.Fold))
+		}
+		for i, id := range tbl.IDs {
+			if r := tbl.row(id); r < 0 || tbl.IDs[r] != id {
+				t.Fatalf("id %d (%q) maps to row %d", i, id, r)
+			}
+		}
+	})
+}
