@@ -224,10 +224,11 @@ func writeJSON(path string, v any) error {
 // the model's files there.
 func writeChecksums(dir string) error {
 	sums := map[string]string{}
-	for _, name := range []string{FileConfig, FileWeights, FileOptimizer, FilePrototypes, FileMetrics, FileSpectral} {
-		if _, err := os.Stat(filepath.Join(dir, name)); name == FileSpectral && errors.Is(err, fs.ErrNotExist) {
-			continue // a model without spectral factors
-		}
+	names := []string{FileConfig, FileWeights, FileOptimizer, FilePrototypes, FileMetrics}
+	if _, err := os.Stat(filepath.Join(dir, FileSpectral)); err == nil {
+		names = append(names, FileSpectral) // only a model with spectral factors has one
+	}
+	for _, name := range names {
 		sum, err := fileSHA256(filepath.Join(dir, name))
 		if err != nil {
 			return err

@@ -154,29 +154,23 @@ func fitSpectral(ctx gocontext.Context, store *graph.Store, sm *graph.Sampler, k
 	for a, d := range da {
 		t.Fold[a] = float32(1 / math.Sqrt(d))
 	}
-	// mulA: b = A q (users x p); mulAT: y = A^T b (ads x p).
+	// mul sets dst = A src (users x p), or with t dst = A^T src (ads x p).
+	mul := func(dst, src *mat.Dense, t bool) {
+		dd, sd := dst.RawMatrix().Data, src.RawMatrix().Data
+		clear(dd)
+		for _, e := range ents {
+			i, j := int(e.u), int(e.a)
+			if t {
+				i, j = j, i
+			}
+			dr := dd[i*p : (i+1)*p]
+			for c, v := range sd[j*p : (j+1)*p] {
+				dr[c] += e.w * v
+			}
+		}
+	}
 	b := mat.NewDense(int(max(nu, 1)), p, nil)
-	mulA := func(q *mat.Dense) {
-		bd, qd := b.RawMatrix().Data, q.RawMatrix().Data
-		clear(bd)
-		for _, e := range ents {
-			br, qr := bd[int(e.u)*p:int(e.u+1)*p], qd[int(e.a)*p:int(e.a+1)*p]
-			for j, v := range qr {
-				br[j] += e.w * v
-			}
-		}
-	}
 	y := mat.NewDense(na, p, nil)
-	mulAT := func() {
-		yd, bd := y.RawMatrix().Data, b.RawMatrix().Data
-		clear(yd)
-		for _, e := range ents {
-			yr, br := yd[int(e.a)*p:int(e.a+1)*p], bd[int(e.u)*p:int(e.u+1)*p]
-			for j, v := range br {
-				yr[j] += e.w * v
-			}
-		}
-	}
 	rng := rand.New(rand.NewPCG(seed, 0x5eed5bec))
 	q := mat.NewDense(na, p, nil)
 	for i := range q.RawMatrix().Data {
@@ -201,13 +195,13 @@ func fitSpectral(ctx gocontext.Context, store *graph.Store, sm *graph.Sampler, k
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		mulA(q)
-		mulAT()
+		mul(b, q, false)
+		mul(y, b, true)
 		orth(y)
 		q, y = y, q
 	}
 	// Rayleigh-Ritz: the eigenvectors of q^T A^T A q, largest first.
-	mulA(q)
+	mul(b, q, false)
 	var m mat.SymDense
 	m.SymOuterK(1, b.T())
 	var eig mat.EigenSym
@@ -269,27 +263,22 @@ func alignSpectral(f *mat.Dense, ids []string, prev *spectralTable) bool {
 	if prev == nil || prev.K < kk || prev.index == nil {
 		return false
 	}
-	c := mat.NewDense(kk, kk, nil)
-	shared := 0
+	var fc, pc []float64 // the shared ads' rows, of f and of prev
 	for i, id := range ids[:na] {
-		r := prev.row(id)
-		if r < 0 {
-			continue
-		}
-		shared++
-		pr := prev.Rows[int(r)*prev.K : int(r)*prev.K+kk]
-		for a := range kk {
-			fa := f.At(i, a)
-			for b := range kk {
-				c.Set(a, b, c.At(a, b)+fa*float64(pr[b]))
+		if r := prev.row(id); r >= 0 {
+			fc = append(fc, f.RawRowView(i)...)
+			for _, v := range prev.Rows[int(r)*prev.K : int(r)*prev.K+kk] {
+				pc = append(pc, float64(v))
 			}
 		}
 	}
-	if shared == 0 {
+	if len(fc) == 0 {
 		return false
 	}
+	var c mat.Dense
+	c.Mul(mat.NewDense(len(fc)/kk, kk, fc).T(), mat.NewDense(len(pc)/kk, kk, pc))
 	var svd mat.SVD
-	if !svd.Factorize(c, mat.SVDFull) {
+	if !svd.Factorize(&c, mat.SVDFull) {
 		return false
 	}
 	var u, v, r mat.Dense
