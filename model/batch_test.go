@@ -146,7 +146,7 @@ func TestNativeEncoder(t *testing.T) {
 		{"short history", func(c *Config) { c.History = 2 }},
 		{"id rows", func(c *Config) { c.IDRows = 256 }},
 		{"four spectral factors", func(c *Config) { c.Spectral = 4 }},
-		{"more spectral factors than coordinates", func(c *Config) { c.Spectral = 64 }},
+		{"more spectral factors than coordinates, weighted", func(c *Config) { c.Spectral, c.SpectralWeight = 64, 0.5 }},
 		{"two layers", func(c *Config) { c.Layers = 2 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

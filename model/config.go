@@ -3,6 +3,7 @@ package model
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/hir-ads/hir/graph"
 )
@@ -66,19 +67,23 @@ type Config struct {
 	// not used (a checkpoint written before the feature existed loads so).
 	// Zero selects the default.
 	History int `json:"history"`
-	// Spectral, when positive, is the number of spectral factors every ad
-	// token gets as an input, and every user anchor as the fold-in of its
-	// history's: the top eigenvectors of the normalised ad-ad
+	// Spectral, when positive, is the number of spectral factors appended
+	// to every embedding: the top eigenvectors of the normalised ad-ad
 	// co-engagement matrix, computed from the graph when training starts
-	// and stored with the version (FileSpectral), also mapped into the
-	// embedding directly. Collaborative signal that costs no gradient
-	// steps: two ads engaged by the same users start close. Negative (the
-	// default; a checkpoint written before the feature loads so): not
-	// used. Off by default: it lifts retrieval on the validation windows
-	// but the interest hierarchy's agreement with the synthetic world's
-	// planted interests falls (docs/evaluation.md, "Spectral factors").
-	// Zero selects the default.
+	// and stored with the version (FileSpectral). An ad's are its row of
+	// the factorisation (when it has engagement as of the embedding's
+	// time), a user's the fold-in of its history's rows, both times
+	// SpectralWeight, so that the dot product of a user and an ad adds
+	// the factorisation's collaborative score to the encoder's. The
+	// encoder neither sees nor learns them: the interest hierarchy and the
+	// BoM tokens stay the encoder's (the prototypes are zero on the
+	// appended coordinates). Negative (a checkpoint written before the
+	// feature loads so): not used. Zero selects the default.
 	Spectral int `json:"spectral"`
+	// SpectralWeight scales the appended spectral factors (Spectral); 0
+	// selects the default. A checkpoint whose config.json has spectral
+	// factors but no weight fed them to its encoder, and is refused.
+	SpectralWeight float64 `json:"spectral_weight"`
 
 	// Prototypes are the number of interest primitives per level, coarse to fine.
 	Prototypes []int `json:"prototypes"`
@@ -97,6 +102,10 @@ type Config struct {
 	ProtoMomentum float64 `json:"proto_momentum"`
 }
 
+// ServedDim is the dimension of the embeddings the model serves: EmbedDim,
+// plus Spectral when the spectral factors are appended.
+func (c Config) ServedDim() int { return c.EmbedDim + max(c.Spectral, 0) }
+
 // maxSpectral bounds Config.Spectral.
 const maxSpectral = 512
 
@@ -114,7 +123,7 @@ const (
 func DefaultConfig() Config {
 	return Config{
 		Dim: 64, Heads: 4, Layers: 2, FFNDim: 128, EmbedDim: 64,
-		HashK: 16, HashDim: 64, IDRows: -1, Activity: ActivityTyped, History: 32, Spectral: -1,
+		HashK: 16, HashDim: 64, IDRows: -1, Activity: ActivityTyped, History: 32, Spectral: 64, SpectralWeight: 2,
 		TextBkts: 1 << 14, TextLen: 24, AttrBkts: 1 << 10, AttrLen: 8, VectorDim: 32,
 		Prototypes:    []int{16, 64, 256},
 		StudentTemp:   0.1,
@@ -149,6 +158,9 @@ func (c Config) WithDefaults() Config {
 	setInt(&c.Activity, d.Activity)
 	setInt(&c.History, d.History)
 	setInt(&c.Spectral, d.Spectral)
+	if c.SpectralWeight == 0 {
+		c.SpectralWeight = d.SpectralWeight
+	}
 	setInt(&c.SinkhornIters, d.SinkhornIters)
 	if len(c.Prototypes) == 0 {
 		c.Prototypes = d.Prototypes
@@ -198,6 +210,9 @@ func (c Config) Validate() error {
 	}
 	if c.Spectral > maxSpectral {
 		return fmt.Errorf("%w: spectral %d, want <= %d", ErrBadConfig, c.Spectral, maxSpectral)
+	}
+	if c.Spectral > 0 && (!(c.SpectralWeight > 0) || math.IsInf(c.SpectralWeight, 0)) {
+		return fmt.Errorf("%w: spectral_weight %v, want > 0", ErrBadConfig, c.SpectralWeight)
 	}
 	if c.ProtoMomentum >= 1 {
 		return fmt.Errorf("%w: proto_momentum %v, want < 1", ErrBadConfig, c.ProtoMomentum)

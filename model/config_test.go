@@ -2,6 +2,7 @@ package model
 
 import (
 	"errors"
+	"math"
 	"testing"
 
 	"github.com/hir-ads/hir/graph"
@@ -17,6 +18,10 @@ func TestConfigValidate(t *testing.T) {
 		{"features off", func(c *Config) { c.History, c.Spectral, c.Activity, c.IDRows = -1, -1, -1, -1 }, true},
 		{"widest spectral", func(c *Config) { c.Spectral = maxSpectral }, true},
 		{"spectral too wide", func(c *Config) { c.Spectral = maxSpectral + 1 }, false},
+		{"negative spectral weight", func(c *Config) { c.SpectralWeight = -1 }, false},
+		{"infinite spectral weight", func(c *Config) { c.SpectralWeight = math.Inf(1) }, false},
+		{"NaN spectral weight", func(c *Config) { c.SpectralWeight = math.NaN() }, false},
+		{"no factors, no weight", func(c *Config) { c.Spectral, c.SpectralWeight = -1, -1 }, true},
 		{"history too long", func(c *Config) { c.History = graph.MaxHistory + 1 }, false},
 		{"heads do not divide dim", func(c *Config) { c.Heads = 5 }, false},
 		{"one prototype", func(c *Config) { c.Prototypes = []int{1} }, false},
@@ -30,25 +35,5 @@ func TestConfigValidate(t *testing.T) {
 				t.Errorf("Validate() = %v, want ok %v", err, tc.ok)
 			}
 		})
-	}
-}
-
-// TestSpectralSkipInit checks that the map of the spectral factors into the
-// embedding starts as the identity on the first coordinates.
-func TestSpectralSkipInit(t *testing.T) {
-	for _, tc := range []struct{ spectral, embed int }{{4, 16}, {16, 16}, {64, 16}} {
-		c := DefaultConfig()
-		c.Spectral, c.EmbedDim = tc.spectral, tc.embed
-		w := spectralSkipInit(c)
-		if len(w) != tc.spectral {
-			t.Fatalf("%+v: %d rows, want %d", tc, len(w), tc.spectral)
-		}
-		for j, row := range w {
-			for i, v := range row {
-				if want := float32(0); (i == j && v != 1) || (i != j && v != want) || len(row) != tc.embed {
-					t.Fatalf("%+v: factor %d to coordinate %d = %v", tc, j, i, v)
-				}
-			}
-		}
 	}
 }

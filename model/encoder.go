@@ -27,7 +27,7 @@ type encoderInputs struct {
 	nodeType, hash, text, textMask, attr, attrMask, vec *G.Node
 	hop, edgeType, timeBucket, weight, walk, mask       *G.Node
 	spd, typePair, idRows, activity                     *G.Node
-	histText, histTextW, histAttr, histAttrW, spec      *G.Node
+	histText, histTextW, histAttr, histAttrW            *G.Node
 }
 
 func splitInputs(in []*G.Node) encoderInputs {
@@ -35,7 +35,7 @@ func splitInputs(in []*G.Node) encoderInputs {
 		panic(fmt.Sprintf("model: encoder wants %d inputs, got %d", numBatchInputs, len(in)))
 	}
 	return encoderInputs{in[0], in[1], in[2], in[3], in[4], in[5], in[6], in[7], in[8], in[9], in[10], in[11], in[12], in[13], in[14], in[15], in[16],
-		in[17], in[18], in[19], in[20], in[21]}
+		in[17], in[18], in[19], in[20]}
 }
 
 // gatherRows gathers rows of table [V, D] for integer indices of any shape,
@@ -98,11 +98,6 @@ func encode(ctx *context.Context, c Config, inputs []*G.Node) *G.Node {
 	x = G.Add(x, bagMean(gatherRows(attrTbl, in.attr), in.attrMask))
 	// Client content vector: linear projection (zero when absent).
 	x = G.Add(x, dense(ctx, "vector", in.vec, false, D))
-	// Spectral factors (an ad's co-engagement coordinates, a user's fold-in
-	// of its history's): linear projection (zero when absent).
-	if c.Spectral > 0 {
-		x = G.Add(x, dense(ctx, "spectral", in.spec, false, D))
-	}
 
 	// Position encoder: hop distance + random-walk frequency.
 	x = G.Add(x, gatherRows(tbl("hop", maxHop+1, D), in.hop))
@@ -157,17 +152,6 @@ func encode(ctx *context.Context, c Config, inputs []*G.Node) *G.Node {
 	anchor := G.Einsum("bnd,n->bd", x, anchorSel)
 	e := dense(ctx, "project", anchor, true, c.EmbedDim)
 	m := G.Reshape(G.Const(g, interestMask(c)), 1, c.EmbedDim)
-	if c.Spectral > 0 {
-		// The anchor's spectral factors also reach the interest part
-		// directly, through a learnt map that starts as the identity:
-		// from the first step the dot product of a user and an ad holds
-		// the user's fold-in against the ad's factors, the
-		// collaborative score of the factorisation, and the transformer
-		// learns what to add to it.
-		f := G.Einsum("bnk,n->bk", in.spec, anchorSel)
-		w := ctx.In("spectral_skip").VariableWithValue("weights", spectralSkipInit(c)).ValueGraph(g)
-		e = G.Add(G.L2Normalize(G.Mul(e, m), -1), G.Mul(G.Einsum("bk,ke->be", f, w), m))
-	}
 	if c.Activity > 0 {
 		// The anchor's recent and total engagement counts (as of the
 		// subgraph's time, graph.Subgraph.Activity) become the last
@@ -190,19 +174,6 @@ func encode(ctx *context.Context, c Config, inputs []*G.Node) *G.Node {
 		e = G.Add(G.Mul(e, m), G.Mul(pop, G.OneMinus(m)))
 	}
 	return G.L2Normalize(e, -1)
-}
-
-// spectralSkipInit is the initial map of the spectral factors into the
-// embedding: the identity on the first min(Spectral, EmbedDim) coordinates.
-func spectralSkipInit(c Config) [][]float32 {
-	w := make([][]float32, c.Spectral)
-	for i := range w {
-		w[i] = make([]float32, c.EmbedDim)
-		if i < c.EmbedDim {
-			w[i][i] = 1
-		}
-	}
-	return w
 }
 
 // popularityAxis is the coordinate of c's embeddings that carries the

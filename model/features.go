@@ -216,7 +216,7 @@ type batch struct {
 	histTextW  []float32 // [B,2*TextLen] their weights, summing to 1 (or all 0)
 	histAttr   []int32   // [B,2*AttrLen] the pooled attribute buckets
 	histAttrW  []float32 // [B,2*AttrLen]
-	spec       []float32 // [B,N,specDim] spectral factors (see spectral)
+	spec       []float32 // [B,Spectral] the anchors' spectral factors (see spectral); not an encoder input
 	mask       []bool    // [B,N]
 	spd        []int32   // [B,N,N]
 	typePair   []int32   // [B,N,N] type(i)*NumNodeTypes + type(j)
@@ -225,14 +225,10 @@ type batch struct {
 const maxHop = 7
 
 // numBatchInputs is the number of tensors a batch contributes to a graph.
-const numBatchInputs = 22
+const numBatchInputs = 21
 
 // histLens are the lengths of the pooled history bags: twice a token's own.
 func histLens(c Config) (text, attr int) { return 2 * c.TextLen, 2 * c.AttrLen }
-
-// specDim is the width of a batch's spectral input: Config.Spectral, or 1
-// (zeros, unused) without the feature.
-func specDim(c Config) int { return max(c.Spectral, 1) }
 
 // featurize builds a batch from the content of src (see featurizeFrom).
 func (f *featurizer) featurize(src Entities, sgs []*graph.Subgraph, rows int) (*batch, error) {
@@ -261,7 +257,7 @@ func (f *featurizer) featurizeFrom(src func(b int) Entities, sgs []*graph.Subgra
 	rows = max(rows, len(sgs))
 	c := f.cfg
 	ht, ha := histLens(c)
-	sd := specDim(c)
+	sd := max(c.Spectral, 0)
 	bt := &batch{
 		B: rows, N: n,
 		nodeType: make([]int32, rows*n), hash: make([]float32, rows*n*c.HashK), idRows: make([]int32, rows*n*2),
@@ -271,7 +267,7 @@ func (f *featurizer) featurizeFrom(src func(b int) Entities, sgs []*graph.Subgra
 		timeBucket: make([]int32, rows*n), weight: make([]float32, rows*n), walk: make([]float32, rows*n),
 		activity: make([]float32, rows*2),
 		histText: make([]int32, rows*ht), histTextW: make([]float32, rows*ht),
-		histAttr: make([]int32, rows*ha), histAttrW: make([]float32, rows*ha), spec: make([]float32, rows*n*sd),
+		histAttr: make([]int32, rows*ha), histAttrW: make([]float32, rows*ha), spec: make([]float32, rows*sd),
 		mask: make([]bool, rows*n), spd: make([]int32, rows*n*n), typePair: make([]int32, rows*n*n),
 	}
 	var pool []bucketWeight
@@ -292,7 +288,7 @@ func (f *featurizer) featurizeFrom(src func(b int) Entities, sgs []*graph.Subgra
 				bt.histAttr[b*ha:(b+1)*ha], bt.histAttrW[b*ha:(b+1)*ha])
 		}
 		if f.spec != nil {
-			specRows = f.spectral(src(b), sg, bt.spec[b*n*sd:(b+1)*n*sd], specRows)
+			specRows = f.spectral(src(b), sg, bt.spec[b*sd:(b+1)*sd], specRows)
 		}
 		for i := range n {
 			t := b*n + i
@@ -342,14 +338,13 @@ func (f *featurizer) featurizeFrom(src func(b int) Entities, sgs []*graph.Subgra
 	return bt, nil
 }
 
-// spectral writes the spectral factors of sg's tokens into out [N, K]
-// (Config.Spectral; f.spec is set): an ad token its row, unless its content
-// is hidden (DropFeat); an anchor without a row of its own (a user) the
-// fold-in of its history's rows (graph.Subgraph.History, weighted by
-// HistoryW); an ad anchor its row only when it has a history as of the
-// subgraph's time, as an ad met when serving has none before its first
-// engagement (an anchor-only view has none either). Other tokens stay zero.
-// rows is scratch, returned for reuse.
+// spectral writes the spectral factors of sg's anchor into out [K]
+// (Config.Spectral; f.spec is set): an anchor without a row of its own (a
+// user) the fold-in of its history's rows (graph.Subgraph.History,
+// weighted by HistoryW); an ad anchor its row only when it has a history
+// as of the subgraph's time, as an ad met when serving has none before its
+// first engagement (an anchor-only view has none either). Otherwise out
+// stays zero. rows is scratch, returned for reuse.
 func (f *featurizer) spectral(src Entities, sg *graph.Subgraph, out []float32, rows []int32) []int32 {
 	k := f.spec.K
 	anchor := f.node(src, sg.Nodes[0])
@@ -362,14 +357,6 @@ func (f *featurizer) spectral(src Entities, sg *graph.Subgraph, out []float32, r
 			rows = append(rows, f.node(src, h).spec)
 		}
 		f.spec.fold(out[:k], rows, sg.HistoryW)
-	}
-	for i := 1; i < sg.N; i++ {
-		if !sg.Mask[i] || (len(sg.DropFeat) == sg.N && sg.DropFeat[i]) {
-			continue
-		}
-		if r := f.node(src, sg.Nodes[i]).spec; r >= 0 {
-			copy(out[i*k:(i+1)*k], f.spec.Rows[int(r)*k:(int(r)+1)*k])
-		}
 	}
 	return rows
 }
@@ -470,6 +457,5 @@ func (bt *batch) tensors(c Config) []*tensors.Tensor {
 		tensors.FromFlatDataAndDimensions(bt.histTextW, B, len(bt.histTextW)/B),
 		tensors.FromFlatDataAndDimensions(bt.histAttr, B, len(bt.histAttr)/B),
 		tensors.FromFlatDataAndDimensions(bt.histAttrW, B, len(bt.histAttrW)/B),
-		tensors.FromFlatDataAndDimensions(bt.spec, B, N, specDim(c)),
 	}
 }

@@ -27,7 +27,7 @@ type Model struct {
 	exec    *context.Exec
 	feat    *featurizer
 	native  *nativeEncoder // nil: inference runs exec
-	protos  [][][]float32  // [level][k][EmbedDim], L2-normalised
+	protos  [][][]float32  // [level][k][ServedDim], L2-normalised, zero past EmbedDim
 	parents [][]int        // [level][k] parent index in level-1 (nil for level 0)
 }
 
@@ -69,8 +69,13 @@ func load(dir string, native bool) (*Model, error) {
 	m.cfg.Model.Activity = -1 // kept when config.json predates the activity feature
 	m.cfg.Model.History = -1  // kept when config.json predates the propagated content
 	m.cfg.Model.Spectral = -1 // kept when config.json predates the spectral factors
+	m.cfg.Model.SpectralWeight = -1
 	if err := readJSON(filepath.Join(dir, FileConfig), &m.cfg); err != nil {
 		return nil, fmt.Errorf("load model: %w", err)
+	}
+	if m.cfg.Model.Spectral > 0 && m.cfg.Model.SpectralWeight == -1 {
+		return nil, fmt.Errorf("load model: %w: %s was trained with spectral factors as encoder inputs, a form no longer served; train a new version",
+			ErrBadConfig, dir)
 	}
 	m.version = m.cfg.Version
 	m.cfg.Model = m.cfg.Model.WithDefaults()
@@ -84,6 +89,11 @@ func load(dir string, native bool) (*Model, error) {
 	var err error
 	if m.protos, err = readPrototypes(m.ctx, m.cfg.Model); err != nil {
 		return nil, fmt.Errorf("load model: %w", err)
+	}
+	for _, level := range m.protos {
+		for k, p := range level { // zero on the appended spectral factors
+			level[k] = append(p, make([]float32, m.cfg.Model.ServedDim()-len(p))...)
+		}
 	}
 	m.parents = make([][]int, len(m.protos))
 	for l := 1; l < len(m.protos); l++ {
@@ -230,11 +240,26 @@ func (m *Model) EmbedSubgraphsFrom(ctx gocontext.Context, src func(i int) Entiti
 			flat := tensors.MustCopyFlatData[float32](res[0])
 			e := m.cfg.Model.EmbedDim
 			for k, i := range part {
-				out[i] = slices.Clone(flat[k*e : (k+1)*e])
+				out[i] = make([]float32, m.cfg.Model.ServedDim())
+				copy(out[i], flat[k*e:(k+1)*e])
+				m.appendSpectral(bt, k, out[i])
 			}
 		}
 	}
 	return out, nil
+}
+
+// appendSpectral writes row b's anchor factors (batch.spec) times
+// Config.SpectralWeight into v[EmbedDim:] (Config.Spectral).
+func (m *Model) appendSpectral(bt *batch, b int, v []float32) {
+	c := m.cfg.Model
+	if c.Spectral <= 0 {
+		return
+	}
+	w := float32(c.SpectralWeight)
+	for j, x := range bt.spec[b*c.Spectral : (b+1)*c.Spectral] {
+		v[c.EmbedDim+j] = w * x
+	}
 }
 
 // BatchGain reports whether one forward call over several subgraphs costs

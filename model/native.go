@@ -34,7 +34,7 @@ type nativeEncoder struct {
 	biasSPD, biasType                                           []float32 // [rows, Heads]
 	hash1, hash2, vector, walk, edgeWeight, project             nativeDense
 	actTok1, actTok2, act1, act2                                nativeDense
-	histText, histAttr, spectral, spectralSkip                  nativeDense
+	histText, histAttr                                          nativeDense
 	layers                                                      []nativeLayer
 	lnOut                                                       nativeNorm
 	scratch                                                     sync.Pool // *nativeScratch
@@ -155,14 +155,6 @@ func newNativeEncoder(ctx *context.Context, c Config) (*nativeEncoder, error) {
 	if c.History > 0 {
 		ne.histText, ne.histAttr = dn("history_text", false), dn("history_attr", false)
 	}
-	if c.Spectral > 0 {
-		ne.spectral = dn("spectral", false)
-		w, dims := r.read("/"+scopeEncoder+"/spectral_skip", "weights")
-		if r.err == nil && (len(dims) != 2 || dims[0] != c.Spectral || dims[1] != c.EmbedDim) {
-			r.err = fmt.Errorf("spectral_skip/weights: shape %v, want [%d, %d]", dims, c.Spectral, c.EmbedDim)
-		}
-		ne.spectralSkip = nativeDense{w: w, in: c.Spectral, out: c.EmbedDim}
-	}
 	if c.Activity > 0 {
 		ne.act1, ne.act2 = dn("activity_1", true), dn("activity_2", true)
 		if c.Activity >= ActivityTyped {
@@ -247,7 +239,7 @@ func (ne *nativeEncoder) embed(bt *batch, b int, out []float32) {
 	c := ne.c
 	N, D, H := bt.N, c.Dim, c.Heads
 	dh := D / H
-	wide := max(D, c.FFNDim, c.HashDim, c.HashK, c.VectorDim, specDim(c), c.EmbedDim, activityHidden)
+	wide := max(D, c.FFNDim, c.HashDim, c.HashK, c.VectorDim, c.EmbedDim, activityHidden)
 	s, _ := ne.scratch.Get().(*nativeScratch)
 	if s == nil || len(s.x) < N*D {
 		s = &nativeScratch{
@@ -281,10 +273,6 @@ func (ne *nativeEncoder) embed(bt *batch, b int, out []float32) {
 	copy(s.x[:T*D], s.o[:T*D])
 	ne.vector.apply(s.o, gather(bt.vec, c.VectorDim), T)
 	vek32.Add_Inplace(s.x[:T*D], s.o[:T*D])
-	if c.Spectral > 0 {
-		ne.spectral.apply(s.o, gather(bt.spec, c.Spectral), T)
-		vek32.Add_Inplace(s.x[:T*D], s.o[:T*D])
-	}
 	for a, i := range s.tok {
 		t := b*N + i
 		x := s.x[a*D : (a+1)*D]
@@ -377,19 +365,6 @@ func (ne *nativeEncoder) embed(bt *batch, b int, out []float32) {
 	ne.lnOut.apply(s.y[:D], s.x[:D])
 	e := out[:c.EmbedDim]
 	ne.project.apply(e, s.y[:D], 1)
-	if c.Spectral > 0 {
-		// encode's skip of the anchor's spectral factors.
-		axis := popularityAxis(c)
-		if axis >= 0 {
-			e[axis] = 0
-		}
-		l2Normalize(e)
-		ne.spectralSkip.apply(s.f, bt.spec[b*N*c.Spectral:(b*N+1)*c.Spectral], 1)
-		vek32.Add_Inplace(e, s.f[:c.EmbedDim])
-		if axis >= 0 {
-			e[axis] = 0
-		}
-	}
 	if c.Activity > 0 {
 		ne.act1.apply(s.f, activity, 1)
 		if ne.actType != nil {
@@ -467,7 +442,7 @@ func l2Normalize(v []float32) {
 // embedNative embeds sgs with ne; src(i) supplies the content of sgs[i].
 func (m *Model) embedNative(ctx gocontext.Context, src func(i int) Entities, sgs []*graph.Subgraph) ([][]float32, error) {
 	out := make([][]float32, len(sgs))
-	e := m.cfg.Model.EmbedDim
+	e := m.cfg.Model.ServedDim()
 	flat := make([]float32, len(sgs)*e)
 	maxB := batchBuckets[len(batchBuckets)-1] // featurised at a time, as exec's calls are
 	for lo := 0; lo < len(sgs); {
@@ -487,6 +462,7 @@ func (m *Model) embedNative(ctx gocontext.Context, src func(i int) Entities, sgs
 			}
 			v := flat[(lo+k)*e : (lo+k+1)*e : (lo+k+1)*e]
 			m.native.embed(bt, k, v)
+			m.appendSpectral(bt, k, v)
 			out[lo+k] = v
 		}
 		lo = hi

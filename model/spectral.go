@@ -38,12 +38,13 @@ const spectralHalfLife = 60 * 24 * time.Hour
 // 2^(-age/spectralHalfLife)) normalised by both sides' weighted degrees,
 // A[u,a] = w(u,a) / sqrt(d(u) d(a)) (LightGCN's normalisation). An ad's row
 // is its coordinates in that subspace, each factor scaled by its singular
-// value, L2-normalised; two ads engaged by the same users have close rows.
-// A user folds in the rows of its history (fold), so u·a is a smoothed
-// sum of the user's history's co-engagement with a: the collaborative
-// signal of item-based filtering, as an encoder input that costs no
-// training. Ads not in the table (new
-// since the fit) have no row. Immutable once built.
+// value, every row divided by the longest's norm; two ads engaged by the
+// same users have rows of close directions. A user folds in the rows of its
+// history (fold), so u·a is a smoothed sum of the user's history's
+// co-engagement with a: the collaborative signal of item-based filtering,
+// appended to the encoder's embeddings (Config.Spectral) at no training
+// cost. Ads not in the table (new since the fit) have no row. Immutable
+// once built.
 type spectralTable struct {
 	K    int       // factors per row
 	IDs  []string  // external ad ids, by row
@@ -213,9 +214,12 @@ func fitSpectral(ctx gocontext.Context, store *graph.Store, sm *graph.Sampler, k
 	vals := eig.Values(nil) // ascending
 	// Factor j is the j-th largest eigenvector scaled by the square root
 	// of its eigenvalue (the singular value of A), so that the broad
-	// structure outweighs the fine; then every row is L2-normalised, so
-	// that an ad's factors say whom it reaches, not how often (its
-	// popularity coordinate says that).
+	// structure outweighs the fine; then every row is divided by the
+	// longest row's norm. A row's direction says whom the ad reaches, its
+	// length how much of the engagement it holds: a user's fold-in scores
+	// an ad its history shares many users with above a rare ad that shares
+	// a few (unit rows lose that, and with it the test windows' ads, which
+	// are mostly popular ones: docs/evaluation.md, "Spectral factors").
 	rev := mat.NewDense(p, p, nil)
 	for j := range p {
 		s := math.Sqrt(max(vals[p-1-j], 0))
@@ -225,11 +229,12 @@ func fitSpectral(ctx gocontext.Context, store *graph.Store, sm *graph.Sampler, k
 	}
 	var f mat.Dense
 	f.Mul(q, rev)
+	longest := 0.0
 	for i := range na {
-		row := f.RawRowView(i)
-		if n := floats.Norm(row, 2); n > 0 {
-			floats.Scale(1/n, row)
-		}
+		longest = max(longest, floats.Norm(f.RawRowView(i), 2))
+	}
+	if longest > 0 {
+		f.Scale(1/longest, &f)
 	}
 	if !alignSpectral(&f, t.IDs, prev) {
 		for j := range p {

@@ -228,7 +228,6 @@ func Train(ctx gocontext.Context, store *graph.Store, cfg TrainConfig, dataDir s
 			return nil, err
 		}
 		specSeconds = time.Since(t0).Seconds()
-		tr.feat.spec = spec
 		cfg.Logger.Info("spectral factors", "ads", len(spec.IDs), "k", spec.K, "seconds", specSeconds)
 	}
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	gocontext "context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -21,7 +22,7 @@ func TestTrainCheckpointLoadEmbed(t *testing.T) {
 	dir := t.TempDir()
 	var logs bytes.Buffer
 	cfg := tinyConfig()
-	cfg.Model.Spectral = 8
+	cfg.Model.Spectral, cfg.Model.SpectralWeight = 8, 0.5
 	ck, err := Train(gocontext.Background(), w.store, cfg, dir, &logs)
 	if err != nil {
 		t.Fatal(err)
@@ -66,14 +67,36 @@ func TestTrainCheckpointLoadEmbed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The encoder's 16 coordinates, unit, then the ad's 8 spectral factors
+	// times the weight (none for an ad without a row).
+	tbl, err := readSpectral(filepath.Join(ck.Dir, FileSpectral), 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withRow := 0
 	for i, e := range embs {
+		if len(e) != 24 || m.Config().ServedDim() != 24 {
+			t.Fatalf("embedding %d: len %d, served dim %d; want 24", i, len(e), m.Config().ServedDim())
+		}
 		n := 0.0
-		for _, x := range e {
+		for _, x := range e[:16] {
 			n += float64(x) * float64(x)
 		}
-		if len(e) != 16 || math.Abs(n-1) > 1e-4 {
-			t.Fatalf("embedding %d: len %d, norm^2 %v; want 16, 1", i, len(e), n)
+		want := make([]float32, 8)
+		if r := tbl.row(w.store.Ref(ids[i]).ID); r >= 0 {
+			withRow++
+			for j := range want {
+				want[j] = 0.5 * tbl.Rows[int(r)*8+j]
+			}
 		}
+		for j, x := range want {
+			if math.Abs(n-1) > 1e-4 || math.Abs(float64(e[16+j]-x)) > 1e-6 {
+				t.Fatalf("embedding %d: norm^2 %v of the encoder's part, factors %v; want 1, %v", i, n, e[16:], want)
+			}
+		}
+	}
+	if withRow == 0 {
+		t.Fatal("no ad has spectral factors")
 	}
 	// Batch size must not change results (bucket padding rows are independent).
 	one, err := m.Embed(gocontext.Background(), w.store, ids[3:4], w.store.MaxTS())
@@ -85,8 +108,18 @@ func TestTrainCheckpointLoadEmbed(t *testing.T) {
 			t.Fatalf("Embed alone = %v, in a batch = %v", one[0], embs[3])
 		}
 	}
-	if got := m.PrototypeScores(embs[0]); len(got) != 3 || len(got[1]) != 8 {
-		t.Errorf("PrototypeScores shape = %d levels", len(got))
+	// The factors do not move an ad's tokens: the prototypes are zero on them.
+	got := m.PrototypeScores(embs[0])
+	if len(got) != 3 || len(got[1]) != 8 {
+		t.Fatalf("PrototypeScores shape = %d levels", len(got))
+	}
+	bare := slices.Concat(embs[0][:16], make([]float32, 8))
+	for l, want := range m.PrototypeScores(bare) {
+		for k := range want {
+			if math.Abs(float64(got[l][k]-want[k])) > 1e-6 {
+				t.Fatalf("level %d prototype %d: %v with the factors, %v without", l, k, got[l][k], want[k])
+			}
+		}
 	}
 
 	// Resume continues from v1 and writes v2 with the global step advanced.
@@ -242,5 +275,41 @@ func testPopularityCoordinate(t *testing.T, form int) {
 	}
 	if e[0][last] == e[1][last] {
 		t.Errorf("popularity coordinate %v is the same with and without activity", e[0][last])
+	}
+}
+
+// TestLoadRefusesEncoderSpectral checks that a version whose config.json
+// has spectral factors but no spectral_weight (its encoder took the factors
+// as inputs) is refused rather than served with a different encoder.
+func TestLoadRefusesEncoderSpectral(t *testing.T) {
+	w := newSynthWorld(t, 30, 40, 4, 10, 2)
+	dir := t.TempDir()
+	cfg := tinyConfig()
+	cfg.Model.Spectral = 4
+	ck, err := Train(gocontext.Background(), w.store, cfg, dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(ck.Dir, FileConfig)
+	var raw map[string]any
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		t.Fatal(err)
+	}
+	delete(raw["model"].(map[string]any), "spectral_weight")
+	if b, err = json.Marshal(raw); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeChecksums(ck.Dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(dir); !errors.Is(err, ErrBadConfig) {
+		t.Fatalf("Load = %v, want ErrBadConfig", err)
 	}
 }

@@ -61,7 +61,7 @@ func Build(ctx context.Context, m *model.Model, store *graph.Store, asOf int64, 
 	start := time.Now()
 	gen := &Generation{Model: m, Version: m.Version(), TrainedAt: time.Now(), AsOf: asOf,
 		Embeddings: make(map[graph.NodeType]*Matrix), Metrics: map[string]float64{}}
-	dim := m.Config().EmbedDim
+	dim := m.Config().ServedDim()
 	for t := graph.NodeType(1); int(t) < graph.NumNodeTypes; t++ {
 		n := store.NumNodes(t)
 		if n == 0 {
@@ -125,7 +125,7 @@ func embedBatches(ctx context.Context, m *model.Model, store *graph.Store, ids [
 // builds the ad index from gen's ad matrix.
 func buildIndex(ctx context.Context, gen *Generation, store *graph.Store, opts BuildOptions) (*index.Index, error) {
 	m := gen.Model
-	dim := m.Config().EmbedDim
+	dim := m.Config().ServedDim()
 	levels := make([][][]float32, m.Levels())
 	for l := range levels {
 		levels[l] = m.Prototypes(l)

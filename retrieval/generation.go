@@ -45,7 +45,7 @@ type Generation struct {
 // Dim returns the embedding dimension, 0 when unknown.
 func (g *Generation) Dim() int {
 	if g.Model != nil {
-		return g.Model.Config().EmbedDim
+		return g.Model.Config().ServedDim()
 	}
 	for _, m := range g.Embeddings {
 		return m.Dim

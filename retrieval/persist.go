@@ -346,7 +346,7 @@ func Load(ctx context.Context, m *model.Model, store *graph.Store, dir string, a
 	if err != nil {
 		return nil, st, fmt.Errorf("load snapshot: %w", err)
 	}
-	dim := m.Config().EmbedDim
+	dim := m.Config().ServedDim()
 	if f.Version != m.Version() || f.Dim != dim {
 		return nil, st, fmt.Errorf("load snapshot: %w: file of %s dim %d, model %s dim %d",
 			ErrStaleFiles, f.Version, f.Dim, m.Version(), dim)
