@@ -290,7 +290,78 @@ func TestLoadRefusesEncoderSpectral(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(ck.Dir, FileConfig)
+	editConfig(t, ck.Dir, func(m map[string]any) { delete(m, "spectral_weight") })
+	if _, err := Load(dir); !errors.Is(err, ErrBadConfig) {
+		t.Fatalf("Load = %v, want ErrBadConfig", err)
+	}
+}
+
+// TestResumeSpectral checks that a resumed run may add, drop or resize the
+// spectral factors (the encoder does not see them) and refuses a version
+// whose encoder took them as inputs.
+func TestResumeSpectral(t *testing.T) {
+	w := newSynthWorld(t, 30, 40, 4, 10, 2)
+	for _, tc := range []struct {
+		name         string
+		from, to     int
+		dropWeight   bool // v1's config.json as the encoder-input form wrote it
+		wantDim      int
+		wantSpectral bool
+		ok           bool
+	}{
+		{"add", -1, 8, false, 24, true, true},
+		{"drop", 8, -1, false, 16, false, true},
+		{"resize", 8, 4, false, 20, true, true},
+		{"keep", 4, 4, false, 20, true, true},
+		{"encoder-input form", 4, 4, true, 0, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			cfg := tinyConfig()
+			cfg.Steps = 2
+			cfg.Model.Spectral = tc.from
+			ck, err := Train(gocontext.Background(), w.store, cfg, dir, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.dropWeight {
+				editConfig(t, ck.Dir, func(m map[string]any) { delete(m, "spectral_weight") })
+			}
+			cfg.Model.Spectral, cfg.Resume = tc.to, true
+			ck2, err := Train(gocontext.Background(), w.store, cfg, dir, nil)
+			if !tc.ok {
+				if !errors.Is(err, ErrBadConfig) {
+					t.Fatalf("resume = %v, want ErrBadConfig", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, statErr := os.Stat(filepath.Join(ck2.Dir, FileSpectral))
+			if (statErr == nil) != tc.wantSpectral {
+				t.Errorf("v2 has %s: %v, want %v", FileSpectral, statErr == nil, tc.wantSpectral)
+			}
+			m, err := Load(ck2.Dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			embs, err := m.Embed(gocontext.Background(), w.store, w.users[:2], w.store.MaxTS())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(embs[0]) != tc.wantDim {
+				t.Errorf("embedding of %d coordinates, want %d", len(embs[0]), tc.wantDim)
+			}
+		})
+	}
+}
+
+// editConfig rewrites the model part of a version's config.json with edit
+// and refreshes its checksums.
+func editConfig(t *testing.T, dir string, edit func(map[string]any)) {
+	t.Helper()
+	path := filepath.Join(dir, FileConfig)
 	var raw map[string]any
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -299,17 +370,14 @@ func TestLoadRefusesEncoderSpectral(t *testing.T) {
 	if err := json.Unmarshal(b, &raw); err != nil {
 		t.Fatal(err)
 	}
-	delete(raw["model"].(map[string]any), "spectral_weight")
+	edit(raw["model"].(map[string]any))
 	if b, err = json.Marshal(raw); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := writeChecksums(ck.Dir); err != nil {
+	if err := writeChecksums(dir); err != nil {
 		t.Fatal(err)
-	}
-	if _, err := Load(dir); !errors.Is(err, ErrBadConfig) {
-		t.Fatalf("Load = %v, want ErrBadConfig", err)
 	}
 }
