@@ -37,7 +37,8 @@ const (
 	// of its popularity coordinate).
 	MethodOursPopularity = "ours-popularity"
 	// MethodOursInterest ranks every ad by the interest part alone (the
-	// user's popularity coordinate zeroed).
+	// user's popularity coordinate zeroed; the spectral factors, when the
+	// model has them, stay).
 	MethodOursInterest = "ours-interest"
 	// MethodOursContext is the production path for a user the service has
 	// never seen who arrives with their events as context: every query's

@@ -217,6 +217,7 @@ type batch struct {
 	histAttr   []int32   // [B,2*AttrLen] the pooled attribute buckets
 	histAttrW  []float32 // [B,2*AttrLen]
 	spec       []float32 // [B,Spectral] the anchors' spectral factors (see spectral); not an encoder input
+	specHas    []bool    // [B] whether spectral gave the anchor factors
 	mask       []bool    // [B,N]
 	spd        []int32   // [B,N,N]
 	typePair   []int32   // [B,N,N] type(i)*NumNodeTypes + type(j)
@@ -267,7 +268,7 @@ func (f *featurizer) featurizeFrom(src func(b int) Entities, sgs []*graph.Subgra
 		timeBucket: make([]int32, rows*n), weight: make([]float32, rows*n), walk: make([]float32, rows*n),
 		activity: make([]float32, rows*2),
 		histText: make([]int32, rows*ht), histTextW: make([]float32, rows*ht),
-		histAttr: make([]int32, rows*ha), histAttrW: make([]float32, rows*ha), spec: make([]float32, rows*sd),
+		histAttr: make([]int32, rows*ha), histAttrW: make([]float32, rows*ha), spec: make([]float32, rows*sd), specHas: make([]bool, rows),
 		mask: make([]bool, rows*n), spd: make([]int32, rows*n*n), typePair: make([]int32, rows*n*n),
 	}
 	var pool []bucketWeight
@@ -288,7 +289,7 @@ func (f *featurizer) featurizeFrom(src func(b int) Entities, sgs []*graph.Subgra
 				bt.histAttr[b*ha:(b+1)*ha], bt.histAttrW[b*ha:(b+1)*ha])
 		}
 		if f.spec != nil {
-			specRows = f.spectral(src(b), sg, bt.spec[b*sd:(b+1)*sd], specRows)
+			specRows, bt.specHas[b] = f.spectral(src(b), sg, bt.spec[b*sd:(b+1)*sd], specRows)
 		}
 		for i := range n {
 			t := b*n + i
@@ -344,21 +345,23 @@ func (f *featurizer) featurizeFrom(src func(b int) Entities, sgs []*graph.Subgra
 // weighted by HistoryW); an ad anchor its row only when it has a history
 // as of the subgraph's time, as an ad met when serving has none before its
 // first engagement (an anchor-only view has none either). Otherwise out
-// stays zero. rows is scratch, returned for reuse.
-func (f *featurizer) spectral(src Entities, sg *graph.Subgraph, out []float32, rows []int32) []int32 {
+// stays zero. It reports whether the anchor got factors. rows is scratch,
+// returned for reuse.
+func (f *featurizer) spectral(src Entities, sg *graph.Subgraph, out []float32, rows []int32) ([]int32, bool) {
 	k := f.spec.K
 	anchor := f.node(src, sg.Nodes[0])
 	switch {
 	case anchor.spec >= 0 && len(sg.History) > 0:
 		copy(out[:k], f.spec.Rows[int(anchor.spec)*k:(int(anchor.spec)+1)*k])
-	case anchor.spec < 0 && len(sg.History) > 0 && len(sg.HistoryW) == len(sg.History):
+		return rows, true
+	case anchor.spec < 0 && sg.Nodes[0].Type != graph.NodeAd && len(sg.History) > 0 && len(sg.HistoryW) == len(sg.History):
 		rows = rows[:0]
 		for _, h := range sg.History {
 			rows = append(rows, f.node(src, h).spec)
 		}
-		f.spec.fold(out[:k], rows, sg.HistoryW)
+		return rows, f.spec.fold(out[:k], rows, sg.HistoryW)
 	}
-	return rows
+	return rows, false
 }
 
 // bucketWeight is a content bucket and its pooled weight.

@@ -250,14 +250,19 @@ func (m *Model) EmbedSubgraphsFrom(ctx gocontext.Context, src func(i int) Entiti
 }
 
 // appendSpectral writes row b's anchor factors (batch.spec) times
-// Config.SpectralWeight into v[EmbedDim:] (Config.Spectral).
+// Config.SpectralWeight into v[EmbedDim:] (Config.Spectral); an ad anchor
+// without factors gets the ones its embedding v[:EmbedDim] predicts.
 func (m *Model) appendSpectral(bt *batch, b int, v []float32) {
 	c := m.cfg.Model
 	if c.Spectral <= 0 {
 		return
 	}
+	f := bt.spec[b*c.Spectral : (b+1)*c.Spectral]
+	if !bt.specHas[b] && bt.nodeType[b*bt.N] == int32(graph.NodeAd) {
+		m.feat.spec.predict(f, v)
+	}
 	w := float32(c.SpectralWeight)
-	for j, x := range bt.spec[b*c.Spectral : (b+1)*c.Spectral] {
+	for j, x := range f {
 		v[c.EmbedDim+j] = w * x
 	}
 }

@@ -52,6 +52,13 @@ type spectralTable struct {
 	// Fold holds each row's fold-in weight 1/sqrt(d(a)), the ad side of
 	// the normalisation.
 	Fold []float32
+	// Pred, when set, predicts the factors of an ad that has none (new,
+	// or new since the fit) from its encoder embedding: [PredDim, K]
+	// row-major, PredDim = Config.EmbedDim (see fitSpectralPredictor).
+	Pred    []float32
+	PredDim int
+
+	first []int64 // each row's first engagement (unix ms); set by fitSpectral, not stored
 
 	index map[string]int32 // ad id -> row
 }
@@ -72,21 +79,24 @@ func (t *spectralTable) buildIndex() {
 }
 
 // fold writes into dst[:K] the L2-normalised fold-in of rows (each row
-// weighted by w times its Fold weight; a row of -1 is skipped). dst stays
-// zero when nothing is folded.
-func (t *spectralTable) fold(dst []float32, rows []int32, w []float32) {
+// weighted by w times its Fold weight; a row of -1 is skipped) and reports
+// whether any row was folded (dst stays zero when none is).
+func (t *spectralTable) fold(dst []float32, rows []int32, w []float32) bool {
 	dst = dst[:t.K]
 	clear(dst)
+	folded := false
 	for i, r := range rows {
 		if r < 0 {
 			continue
 		}
+		folded = true
 		s := w[i] * t.Fold[r]
 		for j, v := range t.Rows[int(r)*t.K : (int(r)+1)*t.K] {
 			dst[j] += s * v
 		}
 	}
 	normalize(dst)
+	return folded
 }
 
 // fitSpectral computes the spectral factors of the user-ad engagements of
@@ -112,6 +122,7 @@ func fitSpectral(ctx gocontext.Context, store *graph.Store, sm *graph.Sampler, k
 	}
 	var ents []entry
 	var adIdx []uint32
+	var first []int64
 	nu := int32(0)
 	halfMS := float64(spectralHalfLife.Milliseconds())
 	store.ForEachEdge(store.MinTS(), asOf+1, func(src graph.NodeID, e graph.Edge) bool {
@@ -129,13 +140,15 @@ func fitSpectral(ctx gocontext.Context, store *graph.Store, sm *graph.Sampler, k
 		if adRow[e.Nbr.Idx] < 0 {
 			adRow[e.Nbr.Idx] = int32(len(adIdx))
 			adIdx = append(adIdx, e.Nbr.Idx)
+			first = append(first, e.TS)
 		}
+		first[adRow[e.Nbr.Idx]] = min(first[adRow[e.Nbr.Idx]], e.TS)
 		w := float64(p) * math.Exp2(-float64(max(asOf-e.TS, 0))/halfMS)
 		ents = append(ents, entry{userRow[src.Idx], adRow[e.Nbr.Idx], w})
 		return true
 	})
 	na := len(adIdx)
-	t := &spectralTable{K: k, IDs: make([]string, na), Rows: make([]float32, na*k), Fold: make([]float32, na)}
+	t := &spectralTable{K: k, IDs: make([]string, na), Rows: make([]float32, na*k), Fold: make([]float32, na), first: first}
 	for r, idx := range adIdx {
 		t.IDs[r] = store.Ref(graph.NodeID{Type: graph.NodeAd, Idx: idx}).ID
 	}
@@ -324,10 +337,120 @@ func readSpectral(path string, k int) (*spectralTable, error) {
 	if err := dec.Decode(&t); err != nil {
 		return nil, fmt.Errorf("read %s: %w: %v", path, ErrCorrupt, err)
 	}
-	if t.K != k || len(t.Rows) != len(t.IDs)*k || len(t.Fold) != len(t.IDs) ||
-		slices.ContainsFunc(t.Rows, func(v float32) bool { return math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) }) {
+	bad := func(v float32) bool { return math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) }
+	if t.K != k || len(t.Rows) != len(t.IDs)*k || len(t.Fold) != len(t.IDs) || slices.ContainsFunc(t.Rows, bad) {
 		return nil, fmt.Errorf("read %s: %w: %d factors of %d ads, want %d", path, ErrCorrupt, t.K, len(t.IDs), k)
+	}
+	if t.PredDim < 0 || len(t.Pred) != t.PredDim*k || slices.ContainsFunc(t.Pred, bad) {
+		return nil, fmt.Errorf("read %s: %w: predictor of %d values, %d inputs", path, ErrCorrupt, len(t.Pred), t.PredDim)
 	}
 	t.buildIndex()
 	return &t, nil
+}
+
+// spectralPredAds bounds the ads fitSpectralPredictor embeds.
+const spectralPredAds = 4096
+
+// fitSpectralPredictor fits t.Pred: the ridge regression of an ad's
+// factors on its encoder embedding as a new ad's, each of up to
+// spectralPredAds ads of the table (every n-th row) embedded by embed from
+// its teacher view as of just before its first engagement (no engagement
+// neighbours, no history, zero activity: what an ad is when it arrives),
+// so that an ad without factors gets the ones its content and structure
+// predict rather than none, and does not fall behind the ads that have
+// them. Without enough ads (fewer than twice the inputs) it leaves Pred
+// nil.
+func fitSpectralPredictor(ctx gocontext.Context, t *spectralTable, store *graph.Store, sm *graph.Sampler, dim int, seed uint64,
+	embed func(sgs []*graph.Subgraph) ([][]float32, error)) error {
+	na := len(t.IDs)
+	if na < 2*dim || len(t.first) != na {
+		return nil
+	}
+	step := max(1, na/spectralPredAds)
+	var rows []int
+	var sgs []*graph.Subgraph
+	for r := 0; r < na; r += step {
+		if r%256 == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		id, ok := store.Lookup(graph.Ref{Type: graph.NodeAd, ID: t.IDs[r]})
+		if !ok {
+			continue
+		}
+		rows = append(rows, r)
+		sgs = append(sgs, sm.Sample(id, t.first[r]-1, graph.ViewTeacher, seedFor(seed, 11, uint64(r))))
+	}
+	embs, err := embed(sgs)
+	if err != nil {
+		return fmt.Errorf("spectral predictor: %w", err)
+	}
+	k := t.K
+	x, y := mat.NewDense(len(rows), dim, nil), mat.NewDense(len(rows), k, nil)
+	for i, r := range rows {
+		for j, v := range embs[i][:dim] {
+			x.Set(i, j, float64(v))
+		}
+		for j, v := range t.Rows[r*k : (r+1)*k] {
+			y.Set(i, j, float64(v))
+		}
+	}
+	p, err := ridge(x, y, spectralRidge)
+	if err != nil {
+		return fmt.Errorf("spectral predictor: %w", err)
+	}
+	t.Pred, t.PredDim = make([]float32, dim*k), dim
+	for i := range dim {
+		for j := range k {
+			t.Pred[i*k+j] = float32(p.At(i, j))
+		}
+	}
+	return nil
+}
+
+// spectralRidge is the ridge penalty of fitSpectralPredictor, relative to
+// the mean diagonal of XᵀX.
+const spectralRidge = 0.01
+
+// ridge returns the ridge regression of y on x: argmin_P |xP - y|² +
+// λ|P|², with λ = rel times the mean diagonal of xᵀx.
+func ridge(x, y *mat.Dense, rel float64) (*mat.Dense, error) {
+	_, d := x.Dims()
+	var g mat.SymDense
+	g.SymOuterK(1, x.T())
+	lambda := 0.0
+	for i := range d {
+		lambda += g.At(i, i)
+	}
+	lambda = rel*lambda/float64(d) + 1e-12
+	for i := range d {
+		g.SetSym(i, i, g.At(i, i)+lambda)
+	}
+	var chol mat.Cholesky
+	if !chol.Factorize(&g) {
+		return nil, fmt.Errorf("ridge: normal equations not positive definite")
+	}
+	var xty, p mat.Dense
+	xty.Mul(x.T(), y)
+	if err := chol.SolveTo(&p, &xty); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// predict writes into dst[:K] the factors t.Pred predicts from emb (its
+// first PredDim coordinates); false when t has no predictor.
+func (t *spectralTable) predict(dst, emb []float32) bool {
+	if t.PredDim == 0 {
+		return false
+	}
+	k := t.K
+	clear(dst[:k])
+	for i, v := range emb[:t.PredDim] {
+		for j, p := range t.Pred[i*k : (i+1)*k] {
+			dst[j] += v * p
+		}
+	}
+	return true
 }

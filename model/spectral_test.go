@@ -159,6 +159,7 @@ func TestFitSpectral(t *testing.T) {
 func TestSpectralFile(t *testing.T) {
 	w := newSynthWorld(t, 40, 30, 3, 8, 1)
 	a := fitTestSpectral(t, w, 4, 1, nil)
+	a.Pred, a.PredDim = []float32{1, 2, 3, 4, 5, 6, 7, 8}, 2
 	dir := t.TempDir()
 	path := filepath.Join(dir, FileSpectral)
 	if err := writeSpectral(path, a); err != nil {
@@ -168,8 +169,18 @@ func TestSpectralFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(a.IDs, b.IDs) || !slices.Equal(a.Rows, b.Rows) || !slices.Equal(a.Fold, b.Fold) || b.row(a.IDs[3]) != 3 {
+	if !slices.Equal(a.IDs, b.IDs) || !slices.Equal(a.Rows, b.Rows) || !slices.Equal(a.Fold, b.Fold) || b.row(a.IDs[3]) != 3 ||
+		!slices.Equal(a.Pred, b.Pred) || b.PredDim != 2 {
 		t.Error("table read back differs")
+	}
+	short := *a
+	short.PredDim = 3 // 8 values are not [3, 4]
+	if err := writeSpectral(filepath.Join(dir, "short"), &short); err != nil {
+		t.Fatal(err)
+	}
+	shortRaw, err := os.ReadFile(filepath.Join(dir, "short"))
+	if err != nil {
+		t.Fatal(err)
 	}
 	raw, err := os.ReadFile(path)
 	if err != nil {
@@ -184,6 +195,7 @@ func TestSpectralFile(t *testing.T) {
 		{"truncated", raw[:len(raw)/2], 4},
 		{"empty", nil, 4},
 		{"not a table", []byte("hello"), 4},
+		{"predictor of another shape", shortRaw, 4},
 	} {
 		p := filepath.Join(dir, tc.name)
 		if err := os.WriteFile(p, tc.data, 0o644); err != nil {
@@ -303,4 +315,102 @@ func FuzzReadSpectral(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestRidge checks the ridge regression on a noiseless linear map: it
+// recovers the map, up to the small penalty.
+func TestRidge(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 3))
+	const n, d, k = 400, 6, 3
+	x, m0 := mat.NewDense(n, d, nil), mat.NewDense(d, k, nil)
+	for i := range n {
+		for j := range d {
+			x.Set(i, j, rng.NormFloat64())
+		}
+	}
+	for i := range d {
+		for j := range k {
+			m0.Set(i, j, rng.NormFloat64())
+		}
+	}
+	var y mat.Dense
+	y.Mul(x, m0)
+	for _, tc := range []struct {
+		rel, tol float64
+	}{{1e-6, 1e-4}, {0.01, 0.05}} {
+		p, err := ridge(x, &y, tc.rel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range d {
+			for j := range k {
+				if d := math.Abs(p.At(i, j) - m0.At(i, j)); d > tc.tol*math.Max(1, math.Abs(m0.At(i, j))) {
+					t.Fatalf("rel %g: coefficient (%d,%d) %.5f, want %.5f", tc.rel, i, j, p.At(i, j), m0.At(i, j))
+				}
+			}
+		}
+	}
+}
+
+// TestSpectralPredictor checks that a trained model's predictor gives a
+// new ad of one interest factors closer to its interest's ads' rows than
+// to the other interests'.
+func TestSpectralPredictor(t *testing.T) {
+	w := newSynthWorld(t, 80, 60, 4, 12, 1)
+	cfg := tinyConfig()
+	cfg.Steps = 30
+	cfg.Model.Spectral = 4
+	dir := t.TempDir()
+	ck, err := Train(gocontext.Background(), w.store, cfg, dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := readSpectral(filepath.Join(ck.Dir, FileSpectral), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tbl.PredDim != cfg.Model.WithDefaults().EmbedDim {
+		t.Fatalf("predictor of %d inputs, want the encoder's %d", tbl.PredDim, cfg.Model.WithDefaults().EmbedDim)
+	}
+	m, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	topic := map[string]int{}
+	for i, id := range w.ads {
+		topic[w.store.Ref(id).ID] = w.adTopic[i]
+	}
+	// Each ad embedded as of before any engagement: predicted factors.
+	var same, diff []float64
+	embs, err := m.Embed(gocontext.Background(), w.store, w.ads, w.store.MinTS()-1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	E := tbl.PredDim
+	for i, e := range embs {
+		f := e[E:]
+		if slices.Equal(f, make([]float32, len(f))) {
+			t.Fatalf("ad %d: no predicted factors", i)
+		}
+		for r, id := range tbl.IDs {
+			c := cosine32(f, tbl.Rows[r*4:(r+1)*4])
+			if topic[id] == w.adTopic[i] {
+				same = append(same, c)
+			} else {
+				diff = append(diff, c)
+			}
+		}
+	}
+	mean := func(v []float64) float64 {
+		s := 0.0
+		for _, x := range v {
+			s += x
+		}
+		return s / float64(len(v))
+	}
+	ms, md := mean(same), mean(diff)
+	t.Logf("mean cosine with the ad's interest's rows %.3f, with the others' %.3f", ms, md)
+	if !(ms > md+0.2) {
+		t.Errorf("mean cosine of a new ad's predicted factors with its interest's rows %.3f, with the others' %.3f", ms, md)
+	}
 }

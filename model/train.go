@@ -347,7 +347,30 @@ func Train(ctx gocontext.Context, store *graph.Store, cfg TrainConfig, dataDir s
 		last := metrics.History[n-1]
 		metrics.Last = &last
 	}
+	if spec != nil {
+		t0 := time.Now()
+		if err := tr.fitSpectralPredictor(ctx, mctx, spec); err != nil {
+			return nil, err
+		}
+		metrics.SpectralSeconds += time.Since(t0).Seconds()
+	}
 	return writeVersion(mctx, tr.cfg, spec, dataDir, metrics)
+}
+
+// fitSpectralPredictor fits spec's predictor of a new ad's factors
+// (fitSpectralPredictor) on the trained encoder, embedding natively.
+func (tr *trainer) fitSpectralPredictor(ctx gocontext.Context, mctx *context.Context, spec *spectralTable) error {
+	ne, err := newNativeEncoder(mctx, tr.cfg.Model)
+	if err != nil {
+		return fmt.Errorf("spectral predictor: %w", err)
+	}
+	enc := &Model{feat: tr.feat, native: ne}
+	enc.cfg.Model = tr.cfg.Model
+	enc.cfg.Model.Spectral = -1 // the encoder's coordinates only
+	embed := func(sgs []*graph.Subgraph) ([][]float32, error) {
+		return enc.embedNative(ctx, func(int) Entities { return tr.store }, sgs)
+	}
+	return fitSpectralPredictor(ctx, spec, tr.store, tr.sampler, tr.cfg.Model.EmbedDim, tr.cfg.Seed, embed)
 }
 
 // anchorsPerStep is the number of subgraphs a step encodes in each view.
