@@ -96,14 +96,7 @@ func TestFitSpectral(t *testing.T) {
 			}
 		}
 	}
-	mean := func(v []float64) float64 {
-		s := 0.0
-		for _, x := range v {
-			s += x
-		}
-		return s / float64(len(v))
-	}
-	if ms, md := mean(same), mean(diff); !(ms > md+0.3) {
+	if ms, md := meanOf(same), meanOf(diff); !(ms > md+0.3) {
 		t.Errorf("mean cosine of two ads of one interest %.3f, of two interests %.3f; want the first well above", ms, md)
 	}
 	if b := fitTestSpectral(t, w, k, 1, nil); !slices.Equal(a.Rows, b.Rows) || !slices.Equal(a.IDs, b.IDs) {
@@ -401,16 +394,18 @@ func TestSpectralPredictor(t *testing.T) {
 			}
 		}
 	}
-	mean := func(v []float64) float64 {
-		s := 0.0
-		for _, x := range v {
-			s += x
-		}
-		return s / float64(len(v))
-	}
-	ms, md := mean(same), mean(diff)
+	ms, md := meanOf(same), meanOf(diff)
 	t.Logf("mean cosine with the ad's interest's rows %.3f, with the others' %.3f", ms, md)
 	if !(ms > md+0.2) {
 		t.Errorf("mean cosine of a new ad's predicted factors with its interest's rows %.3f, with the others' %.3f", ms, md)
 	}
+}
+
+// meanOf returns the mean of v.
+func meanOf(v []float64) float64 {
+	s := 0.0
+	for _, x := range v {
+		s += x
+	}
+	return s / float64(len(v))
 }
