@@ -103,7 +103,7 @@ func load(dir string, native bool) (*Model, error) {
 		return nil, err
 	}
 	if m.cfg.Model.Spectral > 0 {
-		if m.feat.spec, err = readSpectral(filepath.Join(dir, FileSpectral), m.cfg.Model.Spectral); err != nil {
+		if m.feat.spec, err = readSpectral(filepath.Join(dir, FileSpectral), m.cfg.Model.Spectral, m.cfg.Model.EmbedDim); err != nil {
 			return nil, fmt.Errorf("load model: %w", err)
 		}
 	}

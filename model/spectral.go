@@ -321,8 +321,9 @@ func writeSpectral(path string, t *spectralTable) error {
 }
 
 // readSpectral reads a table written by writeSpectral and checks its shape
-// against k.
-func readSpectral(path string, k int) (*spectralTable, error) {
+// against k factors and, when it has a predictor, dim inputs
+// (Config.EmbedDim).
+func readSpectral(path string, k, dim int) (*spectralTable, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("open spectral factors: %w", err)
@@ -341,7 +342,7 @@ func readSpectral(path string, k int) (*spectralTable, error) {
 	if t.K != k || len(t.Rows) != len(t.IDs)*k || len(t.Fold) != len(t.IDs) || slices.ContainsFunc(t.Rows, bad) {
 		return nil, fmt.Errorf("read %s: %w: %d factors of %d ads, want %d", path, ErrCorrupt, t.K, len(t.IDs), k)
 	}
-	if t.PredDim < 0 || len(t.Pred) != t.PredDim*k || slices.ContainsFunc(t.Pred, bad) {
+	if (t.PredDim != 0 && t.PredDim != dim) || len(t.Pred) != t.PredDim*k || slices.ContainsFunc(t.Pred, bad) {
 		return nil, fmt.Errorf("read %s: %w: predictor of %d values, %d inputs", path, ErrCorrupt, len(t.Pred), t.PredDim)
 	}
 	t.buildIndex()

@@ -158,7 +158,7 @@ func TestSpectralFile(t *testing.T) {
 	if err := writeSpectral(path, a); err != nil {
 		t.Fatal(err)
 	}
-	b, err := readSpectral(path, 4)
+	b, err := readSpectral(path, 4, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,21 +180,22 @@ func TestSpectralFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
-		name string
-		data []byte
-		k    int
+		name   string
+		data   []byte
+		k, dim int
 	}{
-		{"other width", raw, 8},
-		{"truncated", raw[:len(raw)/2], 4},
-		{"empty", nil, 4},
-		{"not a table", []byte("hello"), 4},
-		{"predictor of another shape", shortRaw, 4},
+		{"other width", raw, 8, 2},
+		{"predictor of other inputs", raw, 4, 3},
+		{"truncated", raw[:len(raw)/2], 4, 2},
+		{"empty", nil, 4, 2},
+		{"not a table", []byte("hello"), 4, 2},
+		{"predictor of another shape", shortRaw, 4, 3},
 	} {
 		p := filepath.Join(dir, tc.name)
 		if err := os.WriteFile(p, tc.data, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := readSpectral(p, tc.k); !errors.Is(err, ErrCorrupt) {
+		if _, err := readSpectral(p, tc.k, tc.dim); !errors.Is(err, ErrCorrupt) {
 			t.Errorf("%s: error %v, want ErrCorrupt", tc.name, err)
 		}
 	}
@@ -275,7 +276,8 @@ func TestSpectralFeatures(t *testing.T) {
 // (ErrCorrupt, never a panic) and that what it accepts is consistent.
 func FuzzReadSpectral(f *testing.F) {
 	dir := f.TempDir()
-	good := &spectralTable{K: 2, IDs: []string{"a", "b"}, Rows: []float32{1, 0, 0, 1}, Fold: []float32{0.5, 0.25}}
+	good := &spectralTable{K: 2, IDs: []string{"a", "b"}, Rows: []float32{1, 0, 0, 1}, Fold: []float32{0.5, 0.25},
+		Pred: []float32{1, 2, 3, 4, 5, 6}, PredDim: 3}
 	path := filepath.Join(dir, "seed")
 	if err := writeSpectral(path, good); err != nil {
 		f.Fatal(err)
@@ -292,7 +294,7 @@ func FuzzReadSpectral(f *testing.F) {
 		if err := os.WriteFile(p, data, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		tbl, err := readSpectral(p, 2)
+		tbl, err := readSpectral(p, 2, 3)
 		if err != nil {
 			if !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("error %v, want ErrCorrupt", err)
@@ -306,6 +308,10 @@ func FuzzReadSpectral(f *testing.F) {
 			if r := tbl.row(id); r < 0 || tbl.IDs[r] != id {
 				t.Fatalf("id %d (%q) maps to row %d", i, id, r)
 			}
+		}
+		dst := make([]float32, 2)
+		if tbl.predict(dst, []float32{1, 1, 1}) != (tbl.PredDim == 3) {
+			t.Fatalf("predictor of %d inputs answered wrongly", tbl.PredDim)
 		}
 	})
 }
@@ -358,7 +364,7 @@ func TestSpectralPredictor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tbl, err := readSpectral(filepath.Join(ck.Dir, FileSpectral), 4)
+	tbl, err := readSpectral(filepath.Join(ck.Dir, FileSpectral), 4, cfg.Model.WithDefaults().EmbedDim)
 	if err != nil {
 		t.Fatal(err)
 	}

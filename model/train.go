@@ -214,7 +214,7 @@ func Train(ctx gocontext.Context, store *graph.Store, cfg TrainConfig, dataDir s
 			return nil, fmt.Errorf("resume: %w", err)
 		}
 		if cfg.Model.Spectral > 0 && cc.Model.Spectral == cfg.Model.Spectral {
-			if prevSpec, err = readSpectral(filepath.Join(dir, FileSpectral), cfg.Model.Spectral); err != nil {
+			if prevSpec, err = readSpectral(filepath.Join(dir, FileSpectral), cfg.Model.Spectral, cfg.Model.EmbedDim); err != nil {
 				return nil, fmt.Errorf("resume: %w", err)
 			}
 		}

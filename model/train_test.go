@@ -69,7 +69,7 @@ func TestTrainCheckpointLoadEmbed(t *testing.T) {
 	}
 	// The encoder's 16 coordinates, unit, then the ad's 8 spectral factors
 	// times the weight (none for an ad without a row).
-	tbl, err := readSpectral(filepath.Join(ck.Dir, FileSpectral), 8)
+	tbl, err := readSpectral(filepath.Join(ck.Dir, FileSpectral), 8, 16)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,11 +135,11 @@ func TestTrainCheckpointLoadEmbed(t *testing.T) {
 	// The resumed round refits the spectral factors on the same graph and
 	// rotates them onto v1's: the same factors.
 	k := cfg.Model.Spectral
-	s1, err := readSpectral(filepath.Join(ck.Dir, FileSpectral), k)
+	s1, err := readSpectral(filepath.Join(ck.Dir, FileSpectral), k, 16)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s2, err := readSpectral(filepath.Join(ck2.Dir, FileSpectral), k)
+	s2, err := readSpectral(filepath.Join(ck2.Dir, FileSpectral), k, 16)
 	if err != nil {
 		t.Fatal(err)
 	}
