@@ -32,10 +32,14 @@ const (
 	maxTokenLevel      = 63
 )
 
-// mapBasis is the PCA basis of one generation's ad embeddings.
+// mapBasis is the PCA basis of one generation's ad embeddings, fitted on
+// their first dim coordinates: the encoder's (model.Config.EmbedDim), the
+// interests, without the appended spectral factors, whose longest rows
+// would otherwise pull the two components onto a few ads.
 type mapBasis struct {
 	gen *retrieval.Generation
 	pca *explore.PCA
+	dim int
 }
 
 // explorerCache holds what the explorer endpoints compute once per
@@ -278,23 +282,27 @@ func (s *Server) basisFor(r *http.Request, cur *retrieval.Served) (*mapBasis, er
 	if m == nil || m.Len() == 0 {
 		return nil, notFoundf("model %s has no ad embeddings to map", cur.Gen.Version)
 	}
+	dim := m.Dim
+	if cur.Gen.Model != nil {
+		dim = min(dim, cur.Gen.Model.Config().EmbedDim)
+	}
 	rows := explore.Spread(m.Len(), mapBasisSample)
 	vecs := make([][]float32, len(rows))
 	for i, row := range rows {
-		vecs[i] = m.Data[row*m.Dim : (row+1)*m.Dim]
+		vecs[i] = m.Data[row*m.Dim : row*m.Dim+dim]
 	}
 	pca, err := explore.FitPCA(r.Context(), vecs)
 	if err != nil {
 		return nil, fmt.Errorf("fit map basis: %w", err)
 	}
-	b := &mapBasis{gen: cur.Gen, pca: pca}
+	b := &mapBasis{gen: cur.Gen, pca: pca, dim: dim}
 	s.explorerCache.basis = b
 	return b, nil
 }
 
 // mapPoint places vec with b and labels it with its coarse interest.
 func mapPoint(b *mapBasis, q *index.Quantizer, ref graph.Ref, vec []float32) (api.MapPoint, bool) {
-	x, y, ok := b.pca.Project(vec)
+	x, y, ok := b.pca.Project(vec[:min(b.dim, len(vec))])
 	if !ok {
 		return api.MapPoint{}, false
 	}

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/hir-ads/hir/api"
+	"github.com/hir-ads/hir/explore"
+	"github.com/hir-ads/hir/graph"
 	"github.com/hir-ads/hir/model"
 	"github.com/hir-ads/hir/retrieval"
 )
@@ -324,6 +326,28 @@ func TestExploreEndpoints(t *testing.T) {
 		}
 		if math.Abs(sx/40) > 1e-3 || math.Abs(sy/40) > 1e-3 {
 			t.Errorf("mean of the sample's coordinates = (%v, %v), want the origin (the basis is centred on it)", sx/40, sy/40)
+		}
+		// The basis is that of the encoder's coordinates: the appended
+		// spectral factors place no point.
+		gen := env.srv.Engine().Current().Gen
+		ads, e := gen.Embeddings[graph.NodeAd], gen.Model.Config().EmbedDim
+		if ads.Dim <= e {
+			t.Fatalf("ad embeddings of %d coordinates, want the encoder's %d and spectral factors", ads.Dim, e)
+		}
+		vecs := make([][]float32, ads.Len())
+		for i := range vecs {
+			vecs[i] = ads.Data[i*ads.Dim : i*ads.Dim+e]
+		}
+		pca, err := explore.FitPCA(context.Background(), vecs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, v := range vecs {
+			id := env.srv.Store().Ref(graph.NodeID{Type: graph.NodeAd, Idx: ads.Idx[i]}).ID
+			x, y, _ := pca.Project(v)
+			if p := pos[id]; math.Abs(float64(p.X)-x) > 1e-4 || math.Abs(float64(p.Y)-y) > 1e-4 {
+				t.Fatalf("%s at (%v, %v), want (%v, %v): the projection of its encoder coordinates", id, p.X, p.Y, x, y)
+			}
 		}
 		var small api.EmbeddingMap
 		getJSON(t, env.testEnv, "/v1/map?limit=5", "", &small)

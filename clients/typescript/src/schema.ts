@@ -193,7 +193,7 @@ export interface paths {
         };
         /**
          * A 2-D map of a sample of the ads' embeddings (PCA), coloured by coarse interest.
-         * @description Projects ads onto the first two principal components of the served model's ad embeddings. The basis is computed once per model version from an evenly spaced sample of at most 4096 ads (centred covariance, top two eigenvectors by power iteration; each axis signed so that its largest coefficient is positive). The answer holds at most limit ads, evenly spaced over all of them, each with its coarse interest (its best level-0 token); the interests list counts them. POST /v1/map/project places any entity with the same basis. Example request: GET /v1/map?limit=3.
+         * @description Projects ads onto the first two principal components of the served model's ad embeddings, over the encoder's coordinates (the interests; the spectral factors appended after them place no point). The basis is computed once per model version from an evenly spaced sample of at most 4096 ads (centred covariance, top two eigenvectors by power iteration; each axis signed so that its largest coefficient is positive). The answer holds at most limit ads, evenly spaced over all of them, each with its coarse interest (its best level-0 token); the interests list counts them. POST /v1/map/project places any entity with the same basis. Example request: GET /v1/map?limit=3.
          */
         get: operations["getMap"];
         put?: never;
