@@ -104,9 +104,10 @@ func (t *spectralTable) fold(dst []float32, rows []int32, w []float32) bool {
 // from a seeded random start, with a Rayleigh-Ritz step that orders the
 // factors by eigenvalue. With prev (the table of the version a run resumes
 // from) of the same k, the factors are rotated onto prev's on the ads both
-// know (orthogonal Procrustes), so that the encoder's learnt map of the
-// factors stays valid across refits; otherwise each factor's largest entry
-// is made positive. Deterministic for the same edges and seed.
+// know (orthogonal Procrustes), so that an ad's factors stay put from one
+// version to the next (a served vector kept by a client, or two versions
+// compared, read in the same coordinates); otherwise each factor's largest
+// entry is made positive. Deterministic for the same edges and seed.
 func fitSpectral(ctx gocontext.Context, store *graph.Store, sm *graph.Sampler, k int, asOf int64, seed uint64, prev *spectralTable) (*spectralTable, error) {
 	type entry struct {
 		u, a int32
