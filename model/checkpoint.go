@@ -276,6 +276,24 @@ func fileSHA256(path string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
+// readCheckpointConfig reads a version's config.json. A feature the file
+// predates keeps the value that turns it off (-1), as the version was
+// trained without it. A version whose encoder took the spectral factors as
+// inputs (factors, but no spectral_weight) is refused with ErrBadConfig.
+func readCheckpointConfig(dir string) (CheckpointConfig, error) {
+	var cc CheckpointConfig
+	cc.Model.IDRows, cc.Model.Activity, cc.Model.History, cc.Model.Spectral = -1, -1, -1, -1
+	cc.Model.SpectralWeight = -1
+	if err := readJSON(filepath.Join(dir, FileConfig), &cc); err != nil {
+		return cc, err
+	}
+	if cc.Model.Spectral > 0 && cc.Model.SpectralWeight == -1 {
+		return cc, fmt.Errorf("%w: %s was trained with spectral factors as encoder inputs, a form no longer served; train a new version",
+			ErrBadConfig, dir)
+	}
+	return cc, nil
+}
+
 func readJSON(path string, v any) error {
 	b, err := os.ReadFile(path)
 	if err != nil {

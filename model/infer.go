@@ -65,17 +65,9 @@ func load(dir string, native bool) (*Model, error) {
 		return nil, fmt.Errorf("load model: %w", err)
 	}
 	m := &Model{}
-	m.cfg.Model.IDRows = -1   // kept when config.json predates the per-id table
-	m.cfg.Model.Activity = -1 // kept when config.json predates the activity feature
-	m.cfg.Model.History = -1  // kept when config.json predates the propagated content
-	m.cfg.Model.Spectral = -1 // kept when config.json predates the spectral factors
-	m.cfg.Model.SpectralWeight = -1
-	if err := readJSON(filepath.Join(dir, FileConfig), &m.cfg); err != nil {
+	var err error
+	if m.cfg, err = readCheckpointConfig(dir); err != nil {
 		return nil, fmt.Errorf("load model: %w", err)
-	}
-	if m.cfg.Model.Spectral > 0 && m.cfg.Model.SpectralWeight == -1 {
-		return nil, fmt.Errorf("load model: %w: %s was trained with spectral factors as encoder inputs, a form no longer served; train a new version",
-			ErrBadConfig, dir)
 	}
 	m.version = m.cfg.Version
 	m.cfg.Model = m.cfg.Model.WithDefaults()
@@ -86,7 +78,6 @@ func load(dir string, native bool) (*Model, error) {
 	if err := loadVariables(m.ctx, filepath.Join(dir, FileWeights)); err != nil {
 		return nil, fmt.Errorf("load model: %w", err)
 	}
-	var err error
 	if m.protos, err = readPrototypes(m.ctx, m.cfg.Model); err != nil {
 		return nil, fmt.Errorf("load model: %w", err)
 	}

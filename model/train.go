@@ -190,21 +190,15 @@ func Train(ctx gocontext.Context, store *graph.Store, cfg TrainConfig, dataDir s
 		if err != nil {
 			return nil, fmt.Errorf("resume: %w", err)
 		}
-		var cc CheckpointConfig
-		cc.Model.IDRows = -1   // kept when config.json predates the per-id table
-		cc.Model.Activity = -1 // kept when config.json predates the activity feature
-		cc.Model.History = -1  // kept when config.json predates the propagated content
-		cc.Model.Spectral = -1 // kept when config.json predates the spectral factors
-		cc.Model.SpectralWeight = -1
-		if err := readJSON(filepath.Join(dir, FileConfig), &cc); err != nil {
+		cc, err := readCheckpointConfig(dir)
+		if err != nil {
 			return nil, fmt.Errorf("resume: %w", err)
 		}
 		// The spectral factors are not the encoder's (they are refitted
 		// and appended): a run may add, drop or resize them.
 		if !slices.Equal(cc.Model.Prototypes, cfg.Model.Prototypes) || cc.Model.Dim != cfg.Model.Dim ||
 			cc.Model.EmbedDim != cfg.Model.EmbedDim || cc.Model.Layers != cfg.Model.Layers || cc.Model.IDRows != cfg.Model.IDRows ||
-			cc.Model.Activity != cfg.Model.Activity || cc.Model.History != cfg.Model.History ||
-			(cc.Model.Spectral > 0 && cc.Model.SpectralWeight == -1) {
+			cc.Model.Activity != cfg.Model.Activity || cc.Model.History != cfg.Model.History {
 			return nil, fmt.Errorf("resume from %s: %w: model config differs", dir, ErrBadConfig)
 		}
 		if err := loadVariables(mctx, filepath.Join(dir, FileWeights)); err != nil {
