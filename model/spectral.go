@@ -447,12 +447,7 @@ func (t *spectralTable) predict(dst, emb []float32) bool {
 	if t.PredDim == 0 {
 		return false
 	}
-	k := t.K
-	clear(dst[:k])
-	for i, v := range emb[:t.PredDim] {
-		for j, p := range t.Pred[i*k : (i+1)*k] {
-			dst[j] += v * p
-		}
-	}
+	d := nativeDense{w: t.Pred, in: t.PredDim, out: t.K}
+	d.apply(dst, emb[:t.PredDim], 1)
 	return true
 }
