@@ -33,13 +33,12 @@ const (
 )
 
 // mapBasis is the PCA basis of one generation's ad embeddings, fitted on
-// their first dim coordinates: the encoder's (model.Config.EmbedDim), the
-// interests, without the appended spectral factors, whose longest rows
+// their first pca.Dim() coordinates: the encoder's (model.Config.EmbedDim),
+// the interests, without the appended spectral factors, whose longest rows
 // would otherwise pull the two components onto a few ads.
 type mapBasis struct {
 	gen *retrieval.Generation
 	pca *explore.PCA
-	dim int
 }
 
 // explorerCache holds what the explorer endpoints compute once per
@@ -295,14 +294,14 @@ func (s *Server) basisFor(r *http.Request, cur *retrieval.Served) (*mapBasis, er
 	if err != nil {
 		return nil, fmt.Errorf("fit map basis: %w", err)
 	}
-	b := &mapBasis{gen: cur.Gen, pca: pca, dim: dim}
+	b := &mapBasis{gen: cur.Gen, pca: pca}
 	s.explorerCache.basis = b
 	return b, nil
 }
 
 // mapPoint places vec with b and labels it with its coarse interest.
 func mapPoint(b *mapBasis, q *index.Quantizer, ref graph.Ref, vec []float32) (api.MapPoint, bool) {
-	x, y, ok := b.pca.Project(vec[:min(b.dim, len(vec))])
+	x, y, ok := b.pca.Project(vec[:min(b.pca.Dim(), len(vec))])
 	if !ok {
 		return api.MapPoint{}, false
 	}

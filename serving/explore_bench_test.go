@@ -53,7 +53,7 @@ func BenchmarkMapPoints(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	basis := &mapBasis{gen: &retrieval.Generation{}, pca: pca, dim: len(vecs[0])}
+	basis := &mapBasis{gen: &retrieval.Generation{}, pca: pca}
 	for _, n := range []int{defaultMapPoints, maxMapPoints} {
 		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
 			b.ReportAllocs()
