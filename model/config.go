@@ -84,6 +84,14 @@ type Config struct {
 	// selects the default. A checkpoint whose config.json has spectral
 	// factors but no weight fed them to its encoder, and is refused.
 	SpectralWeight float64 `json:"spectral_weight"`
+	// SpectralContent, when positive, is the weight of an ad's content
+	// (its text and attribute buckets) in the matrix the spectral factors
+	// factorise, against 1 for an engagement of type prior 1: every ad
+	// with content gets factors, a new one from its content alone.
+	// Negative (the default): the factors read engagement only. Zero
+	// selects the default. It shapes the fit only; a version's factors
+	// are read as they were fitted.
+	SpectralContent float64 `json:"spectral_content"`
 
 	// Prototypes are the number of interest primitives per level, coarse to fine.
 	Prototypes []int `json:"prototypes"`
@@ -123,7 +131,7 @@ const (
 func DefaultConfig() Config {
 	return Config{
 		Dim: 64, Heads: 4, Layers: 2, FFNDim: 128, EmbedDim: 64,
-		HashK: 16, HashDim: 64, IDRows: -1, Activity: ActivityTyped, History: 32, Spectral: 64, SpectralWeight: 2,
+		HashK: 16, HashDim: 64, IDRows: -1, Activity: ActivityTyped, History: 32, Spectral: 128, SpectralWeight: 2, SpectralContent: -1,
 		TextBkts: 1 << 14, TextLen: 24, AttrBkts: 1 << 10, AttrLen: 8, VectorDim: 32,
 		Prototypes:    []int{16, 64, 256},
 		StudentTemp:   0.1,
@@ -160,6 +168,9 @@ func (c Config) WithDefaults() Config {
 	setInt(&c.Spectral, d.Spectral)
 	if c.SpectralWeight == 0 {
 		c.SpectralWeight = d.SpectralWeight
+	}
+	if c.SpectralContent == 0 {
+		c.SpectralContent = d.SpectralContent
 	}
 	setInt(&c.SinkhornIters, d.SinkhornIters)
 	if len(c.Prototypes) == 0 {
@@ -210,6 +221,9 @@ func (c Config) Validate() error {
 	}
 	if c.Spectral > maxSpectral {
 		return fmt.Errorf("%w: spectral %d, want <= %d", ErrBadConfig, c.Spectral, maxSpectral)
+	}
+	if math.IsNaN(c.SpectralContent) || math.IsInf(c.SpectralContent, 0) {
+		return fmt.Errorf("%w: spectral_content %v, want a finite weight", ErrBadConfig, c.SpectralContent)
 	}
 	if c.Spectral > 0 && (!(c.SpectralWeight > 0) || math.IsInf(c.SpectralWeight, 0)) {
 		return fmt.Errorf("%w: spectral_weight %v, want > 0", ErrBadConfig, c.SpectralWeight)

@@ -154,6 +154,21 @@ func attrBuckets(t graph.NodeType, attrs map[string]string, buckets, max int) []
 	return out
 }
 
+// contentBuckets returns a function giving a node's content buckets from
+// src: its text buckets, then its attribute buckets after them (offset by
+// Config.TextBkts), one space for both (fitSpectral's content).
+func (f *featurizer) contentBuckets(src Entities) func(id graph.NodeID) []int32 {
+	return func(id graph.NodeID) []int32 {
+		nf := f.node(src, id)
+		out := make([]int32, 0, len(nf.text)+len(nf.attrs))
+		out = append(out, nf.text...)
+		for _, b := range nf.attrs {
+			out = append(out, int32(f.cfg.TextBkts)+b)
+		}
+		return out
+	}
+}
+
 // node returns the features of id, computing and caching them on first use.
 // Without an entity, the node gets only its id hash.
 func (f *featurizer) node(src Entities, id graph.NodeID) *nodeFeatures {
@@ -342,8 +357,9 @@ func (f *featurizer) featurizeFrom(src func(b int) Entities, sgs []*graph.Subgra
 // spectral writes the spectral factors of sg's anchor into out [K]
 // (Config.Spectral; f.spec is set): an anchor without a row of its own (a
 // user) the fold-in of its history's rows (graph.Subgraph.History,
-// weighted by HistoryW); an ad anchor its row only when it has a history
-// as of the subgraph's time, as an ad met when serving has none before its
+// weighted by HistoryW); an ad anchor its row when it has a history as of
+// the subgraph's time, or when the row came from its content alone (it had
+// no engagement at the fit), as an ad met when serving has none before its
 // first engagement (an anchor-only view has none either). Otherwise out
 // stays zero. It reports whether the anchor got factors. rows is scratch,
 // returned for reuse.
@@ -351,7 +367,7 @@ func (f *featurizer) spectral(src Entities, sg *graph.Subgraph, out []float32, r
 	k := f.spec.K
 	anchor := f.node(src, sg.Nodes[0])
 	switch {
-	case anchor.spec >= 0 && len(sg.History) > 0:
+	case anchor.spec >= 0 && (len(sg.History) > 0 || f.spec.contentOnly(anchor.spec)):
 		copy(out[:k], f.spec.Rows[int(anchor.spec)*k:(int(anchor.spec)+1)*k])
 		return rows, true
 	case anchor.spec < 0 && sg.Nodes[0].Type != graph.NodeAd && len(sg.History) > 0 && len(sg.HistoryW) == len(sg.History):

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/viterin/vek/vek32"
 	"gonum.org/v1/gonum/floats"
 	"gonum.org/v1/gonum/lapack/lapack64"
 	"gonum.org/v1/gonum/mat"
@@ -57,10 +58,20 @@ type spectralTable struct {
 	// row-major, PredDim = Config.EmbedDim (see fitSpectralPredictor).
 	Pred    []float32
 	PredDim int
+	// Content marks the rows of ads that had no engagement when the
+	// factors were fitted: their rows come from their content alone
+	// (fitSpectral's content pseudo-users), so they hold at any time. Nil
+	// (a table fitted without content): none.
+	Content []bool
 
 	first []int64 // each row's first engagement (unix ms); set by fitSpectral, not stored
 
 	index map[string]int32 // ad id -> row
+}
+
+// contentOnly reports whether row r came from the ad's content alone.
+func (t *spectralTable) contentOnly(r int32) bool {
+	return r >= 0 && int(r) < len(t.Content) && t.Content[r]
 }
 
 // row returns ad id's row index, or -1.
@@ -102,13 +113,21 @@ func (t *spectralTable) fold(dst []float32, rows []int32, w []float32) bool {
 // fitSpectral computes the spectral factors of the user-ad engagements of
 // store visible at asOf (see spectralTable), k per ad, by subspace iteration
 // from a seeded random start, with a Rayleigh-Ritz step that orders the
-// factors by eigenvalue. With prev (the table of the version a run resumes
+// factors by eigenvalue. With content (Config.SpectralContent > 0), every
+// ad of the store with content also has a row: each of its content buckets
+// (content(ad), text and attribute buckets in one space) is a pseudo-user
+// that engages with it at weight alpha spread over its buckets, so that the
+// factorisation also reads what ads share in text and attributes, and an
+// ad without engagement yet gets its row from its content (the buckets'
+// degree normalisation weighs a bucket down the more ads share it, as
+// inverse document frequency does). With prev (the table of the version a run resumes
 // from) of the same k, the factors are rotated onto prev's on the ads both
 // know (orthogonal Procrustes), so that an ad's factors stay put from one
 // version to the next (a served vector kept by a client, or two versions
 // compared, read in the same coordinates); otherwise each factor's largest
 // entry is made positive. Deterministic for the same edges and seed.
-func fitSpectral(ctx gocontext.Context, store *graph.Store, sm *graph.Sampler, k int, asOf int64, seed uint64, prev *spectralTable) (*spectralTable, error) {
+func fitSpectral(ctx gocontext.Context, store *graph.Store, sm *graph.Sampler, k int, asOf int64, seed uint64, prev *spectralTable,
+	content func(ad graph.NodeID) []int32, alpha float64) (*spectralTable, error) {
 	type entry struct {
 		u, a int32
 		w    float64
@@ -148,8 +167,39 @@ func fitSpectral(ctx gocontext.Context, store *graph.Store, sm *graph.Sampler, k
 		ents = append(ents, entry{userRow[src.Idx], adRow[e.Nbr.Idx], w})
 		return true
 	})
+	engaged := len(adIdx)
+	if content != nil && alpha > 0 {
+		bucketRow := make(map[int32]int32)
+		for idx := range uint32(nAds) {
+			bs := content(graph.NodeID{Type: graph.NodeAd, Idx: idx})
+			if len(bs) == 0 {
+				continue
+			}
+			if adRow[idx] < 0 {
+				adRow[idx] = int32(len(adIdx))
+				adIdx = append(adIdx, idx)
+				first = append(first, asOf+1)
+			}
+			w := alpha / float64(len(bs))
+			for _, b := range bs {
+				r, ok := bucketRow[b]
+				if !ok {
+					r = nu
+					bucketRow[b] = r
+					nu++
+				}
+				ents = append(ents, entry{r, adRow[idx], w})
+			}
+		}
+	}
 	na := len(adIdx)
 	t := &spectralTable{K: k, IDs: make([]string, na), Rows: make([]float32, na*k), Fold: make([]float32, na), first: first}
+	if na > engaged {
+		t.Content = make([]bool, na)
+		for r := engaged; r < na; r++ {
+			t.Content[r] = true
+		}
+	}
 	for r, idx := range adIdx {
 		t.IDs[r] = store.Ref(graph.NodeID{Type: graph.NodeAd, Idx: idx}).ID
 	}
@@ -270,7 +320,35 @@ func fitSpectral(ctx gocontext.Context, store *graph.Store, sm *graph.Sampler, k
 			t.Rows[i*k+j] = float32(f.At(i, j))
 		}
 	}
+	t.scaleContentRows(engaged)
 	return t, nil
+}
+
+// scaleContentRows gives every content-only row (rows from engaged on) the
+// median norm of the engaged rows: a row's length says how much of the
+// engagement its ad holds, which a new ad has not had the chance to earn,
+// so it is tried at a typical ad's length (as the prior's fresh-ad floor
+// does) and its direction, from its content, decides whom it reaches.
+// Without engaged rows the rows stay as fitted.
+func (t *spectralTable) scaleContentRows(engaged int) {
+	k := t.K
+	norms := make([]float64, engaged)
+	for i := range engaged {
+		norms[i] = float64(vek32.Norm(t.Rows[i*k : (i+1)*k]))
+	}
+	if len(norms) == 0 {
+		return
+	}
+	slices.Sort(norms)
+	median := norms[len(norms)/2]
+	for i := engaged; i < len(t.IDs); i++ {
+		row := t.Rows[i*k : (i+1)*k]
+		if n := float64(vek32.Norm(row)); n > 0 {
+			for j := range row {
+				row[j] = float32(float64(row[j]) * median / n)
+			}
+		}
+	}
 }
 
 // alignSpectral rotates the factors f (rows by ids) onto prev's on the ads
@@ -340,7 +418,8 @@ func readSpectral(path string, k, dim int) (*spectralTable, error) {
 		return nil, fmt.Errorf("read %s: %w: %v", path, ErrCorrupt, err)
 	}
 	bad := func(v float32) bool { return math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) }
-	if t.K != k || len(t.Rows) != len(t.IDs)*k || len(t.Fold) != len(t.IDs) || slices.ContainsFunc(t.Rows, bad) {
+	if t.K != k || len(t.Rows) != len(t.IDs)*k || len(t.Fold) != len(t.IDs) || slices.ContainsFunc(t.Rows, bad) ||
+		(len(t.Content) != 0 && len(t.Content) != len(t.IDs)) {
 		return nil, fmt.Errorf("read %s: %w: %d factors of %d ads, want %d", path, ErrCorrupt, t.K, len(t.IDs), k)
 	}
 	if (t.PredDim != 0 && t.PredDim != dim) || len(t.Pred) != t.PredDim*k || slices.ContainsFunc(t.Pred, bad) {

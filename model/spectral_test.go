@@ -11,6 +11,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/viterin/vek/vek32"
 	"gonum.org/v1/gonum/mat"
 
 	"github.com/hir-ads/hir/graph"
@@ -19,7 +20,7 @@ import (
 func fitTestSpectral(t *testing.T, w *synthWorld, k int, seed uint64, prev *spectralTable) *spectralTable {
 	t.Helper()
 	sm := graph.NewSampler(w.store, graph.SamplerOptions{})
-	tbl, err := fitSpectral(gocontext.Background(), w.store, sm, k, w.store.MaxTS(), seed, prev)
+	tbl, err := fitSpectral(gocontext.Background(), w.store, sm, k, w.store.MaxTS(), seed, prev, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,6 +154,8 @@ func TestSpectralFile(t *testing.T) {
 	w := newSynthWorld(t, 40, 30, 3, 8, 1)
 	a := fitTestSpectral(t, w, 4, 1, nil)
 	a.Pred, a.PredDim = []float32{1, 2, 3, 4, 5, 6, 7, 8}, 2
+	a.Content = make([]bool, len(a.IDs))
+	a.Content[len(a.IDs)-1] = true
 	dir := t.TempDir()
 	path := filepath.Join(dir, FileSpectral)
 	if err := writeSpectral(path, a); err != nil {
@@ -163,7 +166,7 @@ func TestSpectralFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !slices.Equal(a.IDs, b.IDs) || !slices.Equal(a.Rows, b.Rows) || !slices.Equal(a.Fold, b.Fold) || b.row(a.IDs[3]) != 3 ||
-		!slices.Equal(a.Pred, b.Pred) || b.PredDim != 2 {
+		!slices.Equal(a.Pred, b.Pred) || b.PredDim != 2 || !slices.Equal(a.Content, b.Content) {
 		t.Error("table read back differs")
 	}
 	short := *a
@@ -172,6 +175,15 @@ func TestSpectralFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	shortRaw, err := os.ReadFile(filepath.Join(dir, "short"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	marks := *a
+	marks.Content = marks.Content[1:] // one mark short of the rows
+	if err := writeSpectral(filepath.Join(dir, "marks"), &marks); err != nil {
+		t.Fatal(err)
+	}
+	marksRaw, err := os.ReadFile(filepath.Join(dir, "marks"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,6 +202,7 @@ func TestSpectralFile(t *testing.T) {
 		{"empty", nil, 4, 2},
 		{"not a table", []byte("hello"), 4, 2},
 		{"predictor of another shape", shortRaw, 4, 3},
+		{"content marks of another length", marksRaw, 4, 2},
 	} {
 		p := filepath.Join(dir, tc.name)
 		if err := os.WriteFile(p, tc.data, 0o644); err != nil {
@@ -277,7 +290,7 @@ func TestSpectralFeatures(t *testing.T) {
 func FuzzReadSpectral(f *testing.F) {
 	dir := f.TempDir()
 	good := &spectralTable{K: 2, IDs: []string{"a", "b"}, Rows: []float32{1, 0, 0, 1}, Fold: []float32{0.5, 0.25},
-		Pred: []float32{1, 2, 3, 4, 5, 6}, PredDim: 3}
+		Pred: []float32{1, 2, 3, 4, 5, 6}, PredDim: 3, Content: []bool{false, true}}
 	path := filepath.Join(dir, "seed")
 	if err := writeSpectral(path, good); err != nil {
 		f.Fatal(err)
@@ -301,13 +314,14 @@ func FuzzReadSpectral(f *testing.F) {
 			}
 			return
 		}
-		if len(tbl.Rows) != 2*len(tbl.IDs) || len(tbl.Fold) != len(tbl.IDs) {
+		if len(tbl.Rows) != 2*len(tbl.IDs) || len(tbl.Fold) != len(tbl.IDs) || (tbl.Content != nil && len(tbl.Content) != len(tbl.IDs)) {
 			t.Fatalf("accepted a table of %d ids, %d factors, %d fold weights", len(tbl.IDs), len(tbl.Rows), len(tbl.Fold))
 		}
 		for i, id := range tbl.IDs {
 			if r := tbl.row(id); r < 0 || tbl.IDs[r] != id {
 				t.Fatalf("id %d (%q) maps to row %d", i, id, r)
 			}
+			_ = tbl.contentOnly(int32(i))
 		}
 		dst := make([]float32, 2)
 		if tbl.predict(dst, []float32{1, 1, 1}) != (tbl.PredDim == 3) {
@@ -414,4 +428,110 @@ func meanOf(v []float64) float64 {
 		s += x
 	}
 	return s / float64(len(v))
+}
+
+// TestSpectralContent checks the content pseudo-users of the spectral fit
+// (Config.SpectralContent): an ad with no engagement gets a row from its
+// content alone, marked so, near the rows of the ads whose words it
+// shares; without content it has none. A trained model serves that row as
+// the new ad's factors.
+func TestSpectralContent(t *testing.T) {
+	w := newSynthWorld(t, 80, 60, 4, 12, 1)
+	words := topicWords[0]
+	fresh, err := w.store.UpsertEntity(graph.Entity{Type: graph.NodeAd, ID: "fresh",
+		Text: words[0] + " " + words[1] + " " + words[2] + " " + words[3]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := tinyConfig()
+	cfg.Model.Spectral = 4
+	cfg.Model.SpectralContent = 1
+	mc := cfg.Model.WithDefaults()
+	feat, err := newFeaturizer(mc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sm := graph.NewSampler(w.store, graph.SamplerOptions{})
+	fit := func(alpha float64) *spectralTable {
+		t.Helper()
+		tbl, err := fitSpectral(gocontext.Background(), w.store, sm, 4, w.store.MaxTS(), 1, nil, feat.contentBuckets(w.store), alpha)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tbl
+	}
+	if tbl := fit(-1); tbl.row("fresh") >= 0 || tbl.Content != nil {
+		t.Fatalf("without content: the unengaged ad has row %d, content marks %v; want none", tbl.row("fresh"), tbl.Content)
+	}
+	tbl := fit(1)
+	r := tbl.row("fresh")
+	if r < 0 || !tbl.contentOnly(r) {
+		t.Fatalf("with content: the unengaged ad has row %d (content only %v), want a content row", r, tbl.contentOnly(r))
+	}
+	// Its length is a typical engaged ad's: the median of theirs.
+	var norms []float64
+	for i := range tbl.IDs {
+		if !tbl.contentOnly(int32(i)) {
+			norms = append(norms, float64(vek32.Norm(tbl.Rows[i*4:(i+1)*4])))
+		}
+	}
+	slices.Sort(norms)
+	if got, want := float64(vek32.Norm(tbl.Rows[int(r)*4:(int(r)+1)*4])), norms[len(norms)/2]; math.Abs(got-want) > 1e-5 {
+		t.Errorf("content row of norm %.5f, want the engaged rows' median %.5f", got, want)
+	}
+	topic := map[string]int{}
+	for i, id := range w.ads {
+		topic[w.store.Ref(id).ID] = w.adTopic[i]
+	}
+	var same, diff []float64
+	for i, id := range tbl.IDs {
+		if id == "fresh" {
+			continue
+		}
+		if tbl.contentOnly(int32(i)) {
+			t.Errorf("engaged ad %s marked content only", id)
+		}
+		c := cosine32(tbl.Rows[int(r)*4:(int(r)+1)*4], tbl.Rows[i*4:(i+1)*4])
+		if topic[id] == 0 {
+			same = append(same, c)
+		} else {
+			diff = append(diff, c)
+		}
+	}
+	ms, md := meanOf(same), meanOf(diff)
+	t.Logf("mean cosine of the content row with its words' interest's rows %.3f, with the others' %.3f", ms, md)
+	if !(ms > md+0.2) {
+		t.Errorf("mean cosine of the content row with its words' interest's rows %.3f, with the others' %.3f; want the first well above", ms, md)
+	}
+
+	// Served: the new ad's appended factors are its content row times the weight.
+	cfg.Steps = 3
+	dir := t.TempDir()
+	ck, err := Train(gocontext.Background(), w.store, cfg, dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err := readSpectral(filepath.Join(ck.Dir, FileSpectral), 4, mc.EmbedDim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	embs, err := m.Embed(gocontext.Background(), w.store, []graph.NodeID{fresh}, w.store.MaxTS())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sr := stored.row("fresh")
+	if sr < 0 || !stored.contentOnly(sr) {
+		t.Fatalf("stored table: the unengaged ad has row %d (content only %v)", sr, stored.contentOnly(sr))
+	}
+	want := stored.Rows[int(sr)*4 : (int(sr)+1)*4]
+	got := embs[0][mc.EmbedDim:]
+	for j := range want {
+		if math.Abs(float64(got[j])-mc.SpectralWeight*float64(want[j])) > 1e-5 {
+			t.Fatalf("served factors %v, want the content row %v times %v", got, want, mc.SpectralWeight)
+		}
+	}
 }

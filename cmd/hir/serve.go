@@ -94,7 +94,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	fs.IntVar(&cfg.train.Steps, "train-steps", model.DefaultSteps, "optimisation steps of each background training round")
 	fs.IntVar(&cfg.train.Pairs, "train-pairs", 0, "engagement events per training step (0: model default; small values train small worlds fast)")
 	fs.Uint64Var(&cfg.train.Seed, "seed", 1, "training seed")
-	fs.IntVar(&cfg.train.Model.Spectral, "train-spectral", 0, "spectral factors appended to the embeddings of each background training round's model, as hir train --spectral (0: model default, 64; -1 off)")
+	fs.IntVar(&cfg.train.Model.Spectral, "train-spectral", 0, "spectral factors appended to the embeddings of each background training round's model, as hir train --spectral (0: model default, 128; -1 off)")
 	fs.IntVar(&cfg.keepModels, "keep-models", defaultKeepModels, "model versions kept in DIR/models after each accepted training round, the serving one always (0: keep every version)")
 	fs.StringVar(&cfg.redis, "redis", "", "Redis address (host:port or redis:// URL) shared by the replicas of one service: event stream, model registry, trainer lease")
 	fs.StringVar(&cfg.replicaID, "replica-id", "", "this replica's id in the cluster, unique and stable across restarts (default: hostname-PORT)")
