@@ -16,7 +16,7 @@
 #
 #   scripts/rest-eval-check.sh
 #   USERS=600 STEPS=40 TOL=0.02 scripts/rest-eval-check.sh
-#   SPECTRAL=-1 scripts/rest-eval-check.sh      # the service's model without spectral factors (hir serve --train-spectral; 0: the default, 64)
+#   SPECTRAL=-1 scripts/rest-eval-check.sh      # the service's model without spectral factors (hir serve --train-spectral; 0: the default, 128)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
