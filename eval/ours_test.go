@@ -23,8 +23,11 @@ func tinyOurs(dir string) OursOptions {
 		Rank:    rank.DefaultOptions(),
 		Weights: rank.DefaultWeights(),
 		Train: model.TrainConfig{
+			// As many spectral factors as encoder coordinates: the
+			// default 128 would outweigh a 16-wide encoder, whose
+			// embeddings the tests compare.
 			Model: model.Config{Dim: 16, Heads: 2, Layers: 1, FFNDim: 32, EmbedDim: 16, HashK: 8, HashDim: 16,
-				TextBkts: 1 << 10, AttrBkts: 64, Prototypes: []int{4, 8, 16}},
+				TextBkts: 1 << 10, AttrBkts: 64, Spectral: 16, Prototypes: []int{4, 8, 16}},
 			Steps: 6, Pairs: 8, EvalEvery: 6, Seed: 7,
 		},
 	}
