@@ -82,10 +82,7 @@ func TestFitSpectral(t *testing.T) {
 	if !(more > less) {
 		t.Errorf("rows' norms: %.3f summed over the more engaged half, %.3f over the other; want the first larger", more, less)
 	}
-	topic := map[string]int{}
-	for i, id := range w.ads {
-		topic[w.store.Ref(id).ID] = w.adTopic[i]
-	}
+	topic := adTopics(w)
 	var same, diff []float64
 	for i := range na {
 		for j := i + 1; j < na; j++ {
@@ -321,7 +318,6 @@ func FuzzReadSpectral(f *testing.F) {
 			if r := tbl.row(id); r < 0 || tbl.IDs[r] != id {
 				t.Fatalf("id %d (%q) maps to row %d", i, id, r)
 			}
-			_ = tbl.contentOnly(int32(i))
 		}
 		dst := make([]float32, 2)
 		if tbl.predict(dst, []float32{1, 1, 1}) != (tbl.PredDim == 3) {
@@ -389,10 +385,7 @@ func TestSpectralPredictor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	topic := map[string]int{}
-	for i, id := range w.ads {
-		topic[w.store.Ref(id).ID] = w.adTopic[i]
-	}
+	topic := adTopics(w)
 	// Each ad embedded as of before any engagement: predicted factors.
 	var same, diff []float64
 	embs, err := m.Embed(gocontext.Background(), w.store, w.ads, w.store.MinTS()-1)
@@ -405,20 +398,42 @@ func TestSpectralPredictor(t *testing.T) {
 		if slices.Equal(f, make([]float32, len(f))) {
 			t.Fatalf("ad %d: no predicted factors", i)
 		}
-		for r, id := range tbl.IDs {
-			c := cosine32(f, tbl.Rows[r*4:(r+1)*4])
-			if topic[id] == w.adTopic[i] {
-				same = append(same, c)
-			} else {
-				diff = append(diff, c)
-			}
-		}
+		s, d := topicCosines(tbl, f, topic, w.adTopic[i], "")
+		same, diff = append(same, s...), append(diff, d...)
 	}
 	ms, md := meanOf(same), meanOf(diff)
 	t.Logf("mean cosine with the ad's interest's rows %.3f, with the others' %.3f", ms, md)
 	if !(ms > md+0.2) {
 		t.Errorf("mean cosine of a new ad's predicted factors with its interest's rows %.3f, with the others' %.3f", ms, md)
 	}
+}
+
+// adTopics maps each ad's id in w to its interest.
+func adTopics(w *synthWorld) map[string]int {
+	topic := make(map[string]int, len(w.ads))
+	for i, id := range w.ads {
+		topic[w.store.Ref(id).ID] = w.adTopic[i]
+	}
+	return topic
+}
+
+// topicCosines returns the cosines of f with the rows of tbl's ads of
+// interest want (by topic), and with the others' rows; the row of ad skip
+// is left out.
+func topicCosines(tbl *spectralTable, f []float32, topic map[string]int, want int, skip string) (same, diff []float64) {
+	k := tbl.K
+	for r, id := range tbl.IDs {
+		if id == skip {
+			continue
+		}
+		c := cosine32(f, tbl.Rows[r*k:(r+1)*k])
+		if topic[id] == want {
+			same = append(same, c)
+		} else {
+			diff = append(diff, c)
+		}
+	}
+	return same, diff
 }
 
 // meanOf returns the mean of v.
@@ -470,34 +485,22 @@ func TestSpectralContent(t *testing.T) {
 	}
 	// Its length is a typical engaged ad's: the median of theirs.
 	var norms []float64
-	for i := range tbl.IDs {
-		if !tbl.contentOnly(int32(i)) {
-			norms = append(norms, float64(vek32.Norm(tbl.Rows[i*4:(i+1)*4])))
-		}
-	}
-	slices.Sort(norms)
-	if got, want := float64(vek32.Norm(tbl.Rows[int(r)*4:(int(r)+1)*4])), norms[len(norms)/2]; math.Abs(got-want) > 1e-5 {
-		t.Errorf("content row of norm %.5f, want the engaged rows' median %.5f", got, want)
-	}
-	topic := map[string]int{}
-	for i, id := range w.ads {
-		topic[w.store.Ref(id).ID] = w.adTopic[i]
-	}
-	var same, diff []float64
 	for i, id := range tbl.IDs {
 		if id == "fresh" {
 			continue
 		}
 		if tbl.contentOnly(int32(i)) {
 			t.Errorf("engaged ad %s marked content only", id)
+			continue
 		}
-		c := cosine32(tbl.Rows[int(r)*4:(int(r)+1)*4], tbl.Rows[i*4:(i+1)*4])
-		if topic[id] == 0 {
-			same = append(same, c)
-		} else {
-			diff = append(diff, c)
-		}
+		norms = append(norms, float64(vek32.Norm(tbl.Rows[i*4:(i+1)*4])))
 	}
+	slices.Sort(norms)
+	row := tbl.Rows[int(r)*4 : (int(r)+1)*4]
+	if got, want := float64(vek32.Norm(row)), norms[len(norms)/2]; math.Abs(got-want) > 1e-5 {
+		t.Errorf("content row of norm %.5f, want the engaged rows' median %.5f", got, want)
+	}
+	same, diff := topicCosines(tbl, row, adTopics(w), 0, "fresh")
 	ms, md := meanOf(same), meanOf(diff)
 	t.Logf("mean cosine of the content row with its words' interest's rows %.3f, with the others' %.3f", ms, md)
 	if !(ms > md+0.2) {
