@@ -92,6 +92,13 @@ type Config struct {
 	// selects the default. It shapes the fit only; a version's factors
 	// are read as they were fitted.
 	SpectralContent float64 `json:"spectral_content"`
+	// SpectralProfile, when positive, gives a user with no history the
+	// spectral factors of its profile: each of its content buckets (the
+	// attribute values and words of its profile) that at least this many
+	// users with a history share has the mean of their fold-ins as its
+	// row, and such a user folds in its buckets' rows. Negative: a user
+	// without history has no factors. Zero selects the default.
+	SpectralProfile int `json:"spectral_profile"`
 
 	// Prototypes are the number of interest primitives per level, coarse to fine.
 	Prototypes []int `json:"prototypes"`
@@ -131,7 +138,7 @@ const (
 func DefaultConfig() Config {
 	return Config{
 		Dim: 64, Heads: 4, Layers: 2, FFNDim: 128, EmbedDim: 64,
-		HashK: 16, HashDim: 64, IDRows: -1, Activity: ActivityTyped, History: 32, Spectral: 128, SpectralWeight: 2, SpectralContent: -1,
+		HashK: 16, HashDim: 64, IDRows: -1, Activity: ActivityTyped, History: 32, Spectral: 128, SpectralWeight: 2, SpectralContent: -1, SpectralProfile: 20,
 		TextBkts: 1 << 14, TextLen: 24, AttrBkts: 1 << 10, AttrLen: 8, VectorDim: 32,
 		Prototypes:    []int{16, 64, 256},
 		StudentTemp:   0.1,
@@ -172,6 +179,7 @@ func (c Config) WithDefaults() Config {
 	if c.SpectralContent == 0 {
 		c.SpectralContent = d.SpectralContent
 	}
+	setInt(&c.SpectralProfile, d.SpectralProfile)
 	setInt(&c.SinkhornIters, d.SinkhornIters)
 	if len(c.Prototypes) == 0 {
 		c.Prototypes = d.Prototypes

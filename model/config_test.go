@@ -25,6 +25,7 @@ func TestConfigValidate(t *testing.T) {
 		{"content in the factors", func(c *Config) { c.SpectralContent = 0.5 }, true},
 		{"NaN content weight", func(c *Config) { c.SpectralContent = math.NaN() }, false},
 		{"infinite content weight", func(c *Config) { c.SpectralContent = math.Inf(1) }, false},
+		{"no profile factors", func(c *Config) { c.SpectralProfile = -1 }, true},
 		{"history too long", func(c *Config) { c.History = graph.MaxHistory + 1 }, false},
 		{"heads do not divide dim", func(c *Config) { c.Heads = 5 }, false},
 		{"one prototype", func(c *Config) { c.Prototypes = []int{1} }, false},
@@ -36,6 +37,29 @@ func TestConfigValidate(t *testing.T) {
 			err := c.WithDefaults().Validate()
 			if (err == nil) != tc.ok || (err != nil && !errors.Is(err, ErrBadConfig)) {
 				t.Errorf("Validate() = %v, want ok %v", err, tc.ok)
+			}
+		})
+	}
+}
+
+// TestConfigDefaults checks WithDefaults on the settings whose zero selects
+// a default and whose negative value turns a feature off.
+func TestConfigDefaults(t *testing.T) {
+	d := DefaultConfig()
+	for _, tc := range []struct {
+		name string
+		edit func(*Config)
+		want func(Config) bool
+	}{
+		{"profile factors by default", func(c *Config) { c.SpectralProfile = 0 }, func(c Config) bool { return c.SpectralProfile == d.SpectralProfile && c.SpectralProfile > 0 }},
+		{"profile factors off", func(c *Config) { c.SpectralProfile = -1 }, func(c Config) bool { return c.SpectralProfile < 0 }},
+		{"profile threshold kept", func(c *Config) { c.SpectralProfile = 3 }, func(c Config) bool { return c.SpectralProfile == 3 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var c Config
+			tc.edit(&c)
+			if got := c.WithDefaults(); !tc.want(got) {
+				t.Errorf("WithDefaults() gives %+v", got)
 			}
 		})
 	}

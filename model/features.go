@@ -158,15 +158,18 @@ func attrBuckets(t graph.NodeType, attrs map[string]string, buckets, max int) []
 // src: its text buckets, then its attribute buckets after them (offset by
 // Config.TextBkts), one space for both (fitSpectral's content).
 func (f *featurizer) contentBuckets(src Entities) func(id graph.NodeID) []int32 {
-	return func(id graph.NodeID) []int32 {
-		nf := f.node(src, id)
-		out := make([]int32, 0, len(nf.text)+len(nf.attrs))
-		out = append(out, nf.text...)
-		for _, b := range nf.attrs {
-			out = append(out, int32(f.cfg.TextBkts)+b)
-		}
-		return out
+	return func(id graph.NodeID) []int32 { return f.profileBuckets(f.node(src, id)) }
+}
+
+// profileBuckets returns nf's content buckets: its text buckets, then its
+// attribute buckets offset by Config.TextBkts (contentBuckets).
+func (f *featurizer) profileBuckets(nf *nodeFeatures) []int32 {
+	out := make([]int32, 0, len(nf.text)+len(nf.attrs))
+	out = append(out, nf.text...)
+	for _, b := range nf.attrs {
+		out = append(out, int32(f.cfg.TextBkts)+b)
 	}
+	return out
 }
 
 // node returns the features of id, computing and caching them on first use.
@@ -376,6 +379,8 @@ func (f *featurizer) spectral(src Entities, sg *graph.Subgraph, out []float32, r
 			rows = append(rows, f.node(src, h).spec)
 		}
 		return rows, f.spec.fold(out[:k], rows, sg.HistoryW)
+	case anchor.spec < 0 && sg.Nodes[0].Type == graph.NodeUser && len(sg.History) == 0 && len(f.spec.Profile) > 0:
+		return rows, f.spec.profileFold(out[:k], f.profileBuckets(anchor))
 	}
 	return rows, false
 }

@@ -63,10 +63,21 @@ type spectralTable struct {
 	// (fitSpectral's content pseudo-users), so they hold at any time. Nil
 	// (a table fitted without content): none.
 	Content []bool
+	// Profile lists, in increasing order, the profile buckets (a user's
+	// content buckets: its attribute values and words) that have a row in
+	// ProfileRows [len(Profile), K]: the mean of the unit fold-ins of the
+	// users with a history at the fit that have the bucket (at least
+	// Config.SpectralProfile of them). A user without history folds in its
+	// buckets' rows (profileFold): what the users who share its profile
+	// engage with. Nil: none.
+	Profile     []int32
+	ProfileRows []float32
 
 	first []int64 // each row's first engagement (unix ms); set by fitSpectral, not stored
 
-	index map[string]int32 // ad id -> row
+	index   map[string]int32 // ad id -> row
+	profile map[int32]int32  // profile bucket -> row of ProfileRows
+	typical float32          // median norm of the engaged ads' rows (engagedMedian)
 }
 
 // contentOnly reports whether row r came from the ad's content alone.
@@ -87,6 +98,46 @@ func (t *spectralTable) buildIndex() {
 	for i, id := range t.IDs {
 		t.index[id] = int32(i)
 	}
+	t.profile = make(map[int32]int32, len(t.Profile))
+	for i, b := range t.Profile {
+		t.profile[b] = int32(i)
+	}
+	t.typical = t.engagedMedian()
+}
+
+// engagedMedian returns the median norm of the rows of engaged ads (those
+// not from content alone), or 0 when there are none.
+func (t *spectralTable) engagedMedian() float32 {
+	var norms []float32
+	for i := range t.IDs {
+		if !t.contentOnly(int32(i)) {
+			norms = append(norms, vek32.Norm(t.Rows[i*t.K:(i+1)*t.K]))
+		}
+	}
+	if len(norms) == 0 {
+		return 0
+	}
+	slices.Sort(norms)
+	return norms[len(norms)/2]
+}
+
+// profileFold writes into dst[:K] the L2-normalised mean of the rows of
+// buckets (a user's profile buckets) that have one and reports whether
+// any had (dst stays zero when none has).
+func (t *spectralTable) profileFold(dst []float32, buckets []int32) bool {
+	dst = dst[:t.K]
+	clear(dst)
+	folded := false
+	for _, b := range buckets {
+		r, ok := t.profile[b]
+		if !ok {
+			continue
+		}
+		folded = true
+		vek32.Add_Inplace(dst, t.ProfileRows[int(r)*t.K:(int(r)+1)*t.K])
+	}
+	normalize(dst)
+	return folded
 }
 
 // fold writes into dst[:K] the L2-normalised fold-in of rows (each row
@@ -110,6 +161,13 @@ func (t *spectralTable) fold(dst []float32, rows []int32, w []float32) bool {
 	return folded
 }
 
+// spectralEntry is one entry of the matrix fitSpectral factorises: row u
+// (a user, or a content pseudo-user after the users), ad row a, weight w.
+type spectralEntry struct {
+	u, a int32
+	w    float64
+}
+
 // fitSpectral computes the spectral factors of the user-ad engagements of
 // store visible at asOf (see spectralTable), k per ad, by subspace iteration
 // from a seeded random start, with a Rayleigh-Ritz step that orders the
@@ -120,18 +178,15 @@ func (t *spectralTable) fold(dst []float32, rows []int32, w []float32) bool {
 // factorisation also reads what ads share in text and attributes, and an
 // ad without engagement yet gets its row from its content (the buckets'
 // degree normalisation weighs a bucket down the more ads share it, as
-// inverse document frequency does). With prev (the table of the version a run resumes
+// inverse document frequency does). With minProfile > 0, users' profile
+// buckets (content of a user) get rows too (fitProfile). With prev (the table of the version a run resumes
 // from) of the same k, the factors are rotated onto prev's on the ads both
 // know (orthogonal Procrustes), so that an ad's factors stay put from one
 // version to the next (a served vector kept by a client, or two versions
 // compared, read in the same coordinates); otherwise each factor's largest
 // entry is made positive. Deterministic for the same edges and seed.
 func fitSpectral(ctx gocontext.Context, store *graph.Store, sm *graph.Sampler, k int, asOf int64, seed uint64, prev *spectralTable,
-	content func(ad graph.NodeID) []int32, alpha float64) (*spectralTable, error) {
-	type entry struct {
-		u, a int32
-		w    float64
-	}
+	content func(ad graph.NodeID) []int32, alpha float64, minProfile int) (*spectralTable, error) {
 	nUsers, nAds := store.NumNodes(graph.NodeUser), store.NumNodes(graph.NodeAd)
 	userRow, adRow := make([]int32, nUsers), make([]int32, nAds)
 	for i := range userRow {
@@ -140,8 +195,8 @@ func fitSpectral(ctx gocontext.Context, store *graph.Store, sm *graph.Sampler, k
 	for i := range adRow {
 		adRow[i] = -1
 	}
-	var ents []entry
-	var adIdx []uint32
+	var ents []spectralEntry
+	var adIdx, userIdx []uint32
 	var first []int64
 	nu := int32(0)
 	halfMS := float64(spectralHalfLife.Milliseconds())
@@ -155,6 +210,7 @@ func fitSpectral(ctx gocontext.Context, store *graph.Store, sm *graph.Sampler, k
 		}
 		if userRow[src.Idx] < 0 {
 			userRow[src.Idx] = nu
+			userIdx = append(userIdx, src.Idx)
 			nu++
 		}
 		if adRow[e.Nbr.Idx] < 0 {
@@ -164,7 +220,7 @@ func fitSpectral(ctx gocontext.Context, store *graph.Store, sm *graph.Sampler, k
 		}
 		first[adRow[e.Nbr.Idx]] = min(first[adRow[e.Nbr.Idx]], e.TS)
 		w := float64(p) * math.Exp2(-float64(max(asOf-e.TS, 0))/halfMS)
-		ents = append(ents, entry{userRow[src.Idx], adRow[e.Nbr.Idx], w})
+		ents = append(ents, spectralEntry{userRow[src.Idx], adRow[e.Nbr.Idx], w})
 		return true
 	})
 	engaged := len(adIdx)
@@ -188,7 +244,7 @@ func fitSpectral(ctx gocontext.Context, store *graph.Store, sm *graph.Sampler, k
 					bucketRow[b] = r
 					nu++
 				}
-				ents = append(ents, entry{r, adRow[idx], w})
+				ents = append(ents, spectralEntry{r, adRow[idx], w})
 			}
 		}
 	}
@@ -203,9 +259,9 @@ func fitSpectral(ctx gocontext.Context, store *graph.Store, sm *graph.Sampler, k
 	for r, idx := range adIdx {
 		t.IDs[r] = store.Ref(graph.NodeID{Type: graph.NodeAd, Idx: idx}).ID
 	}
-	t.buildIndex()
 	p := min(k, na)
 	if p == 0 {
+		t.buildIndex()
 		return t, nil
 	}
 	du, da := make([]float64, nu), make([]float64, na)
@@ -320,33 +376,81 @@ func fitSpectral(ctx gocontext.Context, store *graph.Store, sm *graph.Sampler, k
 			t.Rows[i*k+j] = float32(f.At(i, j))
 		}
 	}
-	t.scaleContentRows(engaged)
+	t.scaleContentRows()
+	if content != nil && minProfile > 0 {
+		t.fitProfile(ents, userIdx, func(u uint32) []int32 { return content(graph.NodeID{Type: graph.NodeUser, Idx: u}) }, minProfile)
+	}
+	t.buildIndex()
 	return t, nil
 }
 
-// scaleContentRows gives every content-only row (rows from engaged on) the
-// median norm of the engaged rows: a row's length says how much of the
+// fitProfile sets t.Profile and t.ProfileRows from the fitted rows: every
+// user of userIdx (user row i is userIdx[i] in ents, whose weights are
+// the normalised matrix's) folds in its engaged ads' rows, and each of
+// the users' profile buckets (buckets(u)) shared by at least minUsers of
+// them gets the mean of their unit fold-ins.
+func (t *spectralTable) fitProfile(ents []spectralEntry, userIdx []uint32, buckets func(u uint32) []int32, minUsers int) {
+	k := t.K
+	folds := make([]float32, len(userIdx)*k)
+	for _, e := range ents {
+		if int(e.u) >= len(userIdx) {
+			continue // a content pseudo-user
+		}
+		dst, w := folds[int(e.u)*k:(int(e.u)+1)*k], float32(e.w)
+		for j, v := range t.Rows[int(e.a)*k : (int(e.a)+1)*k] {
+			dst[j] += w * v
+		}
+	}
+	sums := make(map[int32][]float32)
+	counts := make(map[int32]int)
+	for i, u := range userIdx {
+		f := folds[i*k : (i+1)*k]
+		if vek32.Norm(f) == 0 {
+			continue
+		}
+		normalize(f)
+		for _, b := range buckets(u) {
+			sum := sums[b]
+			if sum == nil {
+				sum = make([]float32, k)
+				sums[b] = sum
+			}
+			vek32.Add_Inplace(sum, f)
+			counts[b]++
+		}
+	}
+	t.Profile, t.ProfileRows = nil, nil
+	for b, n := range counts {
+		if n >= minUsers {
+			t.Profile = append(t.Profile, b)
+		}
+	}
+	slices.Sort(t.Profile)
+	t.ProfileRows = make([]float32, len(t.Profile)*k)
+	for i, b := range t.Profile {
+		vek32.MulNumber_Into(t.ProfileRows[i*k:(i+1)*k], sums[b], 1/float32(counts[b]))
+	}
+}
+
+// scaleContentRows gives every content-only row the median norm of the
+// engaged rows (engagedMedian): a row's length says how much of the
 // engagement its ad holds, which a new ad has not had the chance to earn,
 // so it is tried at a typical ad's length (as the prior's fresh-ad floor
 // does) and its direction, from its content, decides whom it reaches.
 // Without engaged rows the rows stay as fitted.
-func (t *spectralTable) scaleContentRows(engaged int) {
-	k := t.K
-	norms := make([]float64, engaged)
-	for i := range engaged {
-		norms[i] = float64(vek32.Norm(t.Rows[i*k : (i+1)*k]))
-	}
-	if len(norms) == 0 {
+func (t *spectralTable) scaleContentRows() {
+	median := t.engagedMedian()
+	if median == 0 {
 		return
 	}
-	slices.Sort(norms)
-	median := norms[len(norms)/2]
-	for i := engaged; i < len(t.IDs); i++ {
+	k := t.K
+	for i := range t.IDs {
+		if !t.contentOnly(int32(i)) {
+			continue
+		}
 		row := t.Rows[i*k : (i+1)*k]
-		if n := float64(vek32.Norm(row)); n > 0 {
-			for j := range row {
-				row[j] = float32(float64(row[j]) * median / n)
-			}
+		if n := vek32.Norm(row); n > 0 {
+			vek32.MulNumber_Inplace(row, median/n)
 		}
 	}
 }
@@ -419,7 +523,8 @@ func readSpectral(path string, k, dim int) (*spectralTable, error) {
 	}
 	bad := func(v float32) bool { return math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) }
 	if t.K != k || len(t.Rows) != len(t.IDs)*k || len(t.Fold) != len(t.IDs) || slices.ContainsFunc(t.Rows, bad) ||
-		(len(t.Content) != 0 && len(t.Content) != len(t.IDs)) {
+		(len(t.Content) != 0 && len(t.Content) != len(t.IDs)) ||
+		len(t.ProfileRows) != len(t.Profile)*k || slices.ContainsFunc(t.ProfileRows, bad) {
 		return nil, fmt.Errorf("read %s: %w: %d factors of %d ads, want %d", path, ErrCorrupt, t.K, len(t.IDs), k)
 	}
 	if (t.PredDim != 0 && t.PredDim != dim) || len(t.Pred) != t.PredDim*k || slices.ContainsFunc(t.Pred, bad) {
@@ -521,12 +626,19 @@ func ridge(x, y *mat.Dense, rel float64) (*mat.Dense, error) {
 }
 
 // predict writes into dst[:K] the factors t.Pred predicts from emb (its
-// first PredDim coordinates); false when t has no predictor.
+// first PredDim coordinates), at the median length of the engaged ads'
+// rows, as a content row is (scaleContentRows): the regression says whom
+// a new ad is for, not how much engagement it will earn, and its shrunken
+// output would otherwise rank every new ad below the engaged ones for a
+// user with factors. False when t has no predictor.
 func (t *spectralTable) predict(dst, emb []float32) bool {
 	if t.PredDim == 0 {
 		return false
 	}
 	d := nativeDense{w: t.Pred, in: t.PredDim, out: t.K}
 	d.apply(dst, emb[:t.PredDim], 1)
+	if n := vek32.Norm(dst[:t.K]); n > 0 && t.typical > 0 {
+		vek32.MulNumber_Inplace(dst[:t.K], t.typical/n)
+	}
 	return true
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	gocontext "context"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -20,7 +21,7 @@ import (
 func fitTestSpectral(t *testing.T, w *synthWorld, k int, seed uint64, prev *spectralTable) *spectralTable {
 	t.Helper()
 	sm := graph.NewSampler(w.store, graph.SamplerOptions{})
-	tbl, err := fitSpectral(gocontext.Background(), w.store, sm, k, w.store.MaxTS(), seed, prev, nil, 0)
+	tbl, err := fitSpectral(gocontext.Background(), w.store, sm, k, w.store.MaxTS(), seed, prev, nil, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,6 +154,7 @@ func TestSpectralFile(t *testing.T) {
 	a.Pred, a.PredDim = []float32{1, 2, 3, 4, 5, 6, 7, 8}, 2
 	a.Content = make([]bool, len(a.IDs))
 	a.Content[len(a.IDs)-1] = true
+	a.Profile, a.ProfileRows = []int32{3, 70}, []float32{1, 0, 0, 0, 0, 0.5, 0.5, 0}
 	dir := t.TempDir()
 	path := filepath.Join(dir, FileSpectral)
 	if err := writeSpectral(path, a); err != nil {
@@ -163,7 +165,8 @@ func TestSpectralFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !slices.Equal(a.IDs, b.IDs) || !slices.Equal(a.Rows, b.Rows) || !slices.Equal(a.Fold, b.Fold) || b.row(a.IDs[3]) != 3 ||
-		!slices.Equal(a.Pred, b.Pred) || b.PredDim != 2 || !slices.Equal(a.Content, b.Content) {
+		!slices.Equal(a.Pred, b.Pred) || b.PredDim != 2 || !slices.Equal(a.Content, b.Content) ||
+		!slices.Equal(a.Profile, b.Profile) || !slices.Equal(a.ProfileRows, b.ProfileRows) || b.profile[70] != 1 {
 		t.Error("table read back differs")
 	}
 	short := *a
@@ -184,6 +187,15 @@ func TestSpectralFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	profile := *a
+	profile.ProfileRows = profile.ProfileRows[1:] // one value short of two rows of 4
+	if err := writeSpectral(filepath.Join(dir, "profile"), &profile); err != nil {
+		t.Fatal(err)
+	}
+	profileRaw, err := os.ReadFile(filepath.Join(dir, "profile"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -200,6 +212,7 @@ func TestSpectralFile(t *testing.T) {
 		{"not a table", []byte("hello"), 4, 2},
 		{"predictor of another shape", shortRaw, 4, 3},
 		{"content marks of another length", marksRaw, 4, 2},
+		{"profile rows of another length", profileRaw, 4, 2},
 	} {
 		p := filepath.Join(dir, tc.name)
 		if err := os.WriteFile(p, tc.data, 0o644); err != nil {
@@ -287,7 +300,8 @@ func TestSpectralFeatures(t *testing.T) {
 func FuzzReadSpectral(f *testing.F) {
 	dir := f.TempDir()
 	good := &spectralTable{K: 2, IDs: []string{"a", "b"}, Rows: []float32{1, 0, 0, 1}, Fold: []float32{0.5, 0.25},
-		Pred: []float32{1, 2, 3, 4, 5, 6}, PredDim: 3, Content: []bool{false, true}}
+		Pred: []float32{1, 2, 3, 4, 5, 6}, PredDim: 3, Content: []bool{false, true},
+		Profile: []int32{5}, ProfileRows: []float32{0.5, 0.5}}
 	path := filepath.Join(dir, "seed")
 	if err := writeSpectral(path, good); err != nil {
 		f.Fatal(err)
@@ -319,7 +333,11 @@ func FuzzReadSpectral(f *testing.F) {
 				t.Fatalf("id %d (%q) maps to row %d", i, id, r)
 			}
 		}
+		if len(tbl.ProfileRows) != 2*len(tbl.Profile) {
+			t.Fatalf("accepted %d profile buckets with %d values", len(tbl.Profile), len(tbl.ProfileRows))
+		}
 		dst := make([]float32, 2)
+		tbl.profileFold(dst, tbl.Profile)
 		if tbl.predict(dst, []float32{1, 1, 1}) != (tbl.PredDim == 3) {
 			t.Fatalf("predictor of %d inputs answered wrongly", tbl.PredDim)
 		}
@@ -363,7 +381,7 @@ func TestRidge(t *testing.T) {
 
 // TestSpectralPredictor checks that a trained model's predictor gives a
 // new ad of one interest factors closer to its interest's ads' rows than
-// to the other interests'.
+// to the other interests', at the median length of the engaged ads' rows.
 func TestSpectralPredictor(t *testing.T) {
 	w := newSynthWorld(t, 80, 60, 4, 12, 1)
 	cfg := tinyConfig()
@@ -393,10 +411,15 @@ func TestSpectralPredictor(t *testing.T) {
 		t.Fatal(err)
 	}
 	E := tbl.PredDim
+	typical := float64(tbl.engagedMedian()) * cfg.Model.WithDefaults().SpectralWeight
 	for i, e := range embs {
 		f := e[E:]
 		if slices.Equal(f, make([]float32, len(f))) {
 			t.Fatalf("ad %d: no predicted factors", i)
+		}
+		// At a typical engaged ad's length, not the regression's shrunken one.
+		if n := float64(vek32.Norm(f)); math.Abs(n-typical) > 1e-4*typical {
+			t.Fatalf("ad %d: predicted factors of norm %.5f, want the engaged rows' median %.5f times the weight", i, n, typical)
 		}
 		s, d := topicCosines(tbl, f, topic, w.adTopic[i], "")
 		same, diff = append(same, s...), append(diff, d...)
@@ -462,19 +485,8 @@ func TestSpectralContent(t *testing.T) {
 	cfg.Model.Spectral = 4
 	cfg.Model.SpectralContent = 1
 	mc := cfg.Model.WithDefaults()
-	feat, err := newFeaturizer(mc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sm := graph.NewSampler(w.store, graph.SamplerOptions{})
-	fit := func(alpha float64) *spectralTable {
-		t.Helper()
-		tbl, err := fitSpectral(gocontext.Background(), w.store, sm, 4, w.store.MaxTS(), 1, nil, feat.contentBuckets(w.store), alpha)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tbl
-	}
+	_, fitWith := contentFitter(t, w, mc)
+	fit := func(alpha float64) *spectralTable { return fitWith(alpha, 0) }
 	if tbl := fit(-1); tbl.row("fresh") >= 0 || tbl.Content != nil {
 		t.Fatalf("without content: the unengaged ad has row %d, content marks %v; want none", tbl.row("fresh"), tbl.Content)
 	}
@@ -508,7 +520,181 @@ func TestSpectralContent(t *testing.T) {
 	}
 
 	// Served: the new ad's appended factors are its content row times the weight.
+	stored, got := trainServed(t, w, cfg, fresh)
+	sr := stored.row("fresh")
+	if sr < 0 || !stored.contentOnly(sr) {
+		t.Fatalf("stored table: the unengaged ad has row %d (content only %v)", sr, stored.contentOnly(sr))
+	}
+	want := stored.Rows[int(sr)*4 : (int(sr)+1)*4]
+	for j := range want {
+		if math.Abs(float64(got[j])-mc.SpectralWeight*float64(want[j])) > 1e-5 {
+			t.Fatalf("served factors %v, want the content row %v times %v", got, want, mc.SpectralWeight)
+		}
+	}
+}
+
+// TestFitProfile checks fitProfile on a hand-made fit: a bucket's row is
+// the mean of the unit fold-ins of the users that have it, a bucket fewer
+// than minUsers users share gets none, and content pseudo-users and users
+// without engagement count for no bucket.
+func TestFitProfile(t *testing.T) {
+	tbl := &spectralTable{K: 2, IDs: []string{"a", "b"}, Rows: []float32{1, 0, 0, 1}, Fold: []float32{1, 1}}
+	// Users 0-2 (store indices 10-12): 0 engages a twice as much as b, 1 only b,
+	// 2 only a; row 3 is a content pseudo-user, past the users.
+	ents := []spectralEntry{{0, 0, 2}, {0, 1, 1}, {1, 1, 0.5}, {2, 0, 3}, {3, 1, 9}}
+	userIdx := []uint32{10, 11, 12}
+	buckets := map[uint32][]int32{10: {7, 8}, 11: {7}, 12: {7, 9}}
+	tbl.fitProfile(ents, userIdx, func(u uint32) []int32 { return buckets[u] }, 2)
+	tbl.buildIndex()
+	if !slices.Equal(tbl.Profile, []int32{7}) {
+		t.Fatalf("profile buckets %v, want [7] (8 and 9 have one user each)", tbl.Profile)
+	}
+	s := float32(1 / math.Sqrt(5))
+	want := []float32{(2*s + 0 + 1) / 3, (s + 1 + 0) / 3}
+	for j := range want {
+		if math.Abs(float64(tbl.ProfileRows[j]-want[j])) > 1e-6 {
+			t.Fatalf("row of bucket 7 %v, want the mean of the unit fold-ins %v", tbl.ProfileRows, want)
+		}
+	}
+	dst := make([]float32, 2)
+	if !tbl.profileFold(dst, []int32{9, 7}) || math.Abs(cosine32(dst, want)-1) > 1e-6 || math.Abs(float64(vek32.Norm(dst))-1) > 1e-6 {
+		t.Errorf("fold of buckets 9, 7: %v, want the unit row of 7", dst)
+	}
+	if tbl.profileFold(dst, []int32{8, 9}) || vek32.Norm(dst) != 0 {
+		t.Errorf("fold of buckets without rows: %v, want zeros and false", dst)
+	}
+	tbl.fitProfile(ents, userIdx, func(u uint32) []int32 { return buckets[u] }, 4)
+	if len(tbl.Profile) != 0 || len(tbl.ProfileRows) != 0 {
+		t.Errorf("at least 4 users: buckets %v, want none", tbl.Profile)
+	}
+}
+
+// TestSpectralProfile checks the profile factors end to end on a world
+// whose users' segment attribute names their interest: a new user with a
+// segment and no history gets factors near its interest's ads' rows, from
+// the trained model too; a segment the fit never saw, or a fit without
+// profiles, gives it none.
+func TestSpectralProfile(t *testing.T) {
+	w := newSynthWorld(t, 80, 60, 4, 12, 1)
+	for u, id := range w.users {
+		attrs := map[string]string{"segment": fmt.Sprintf("s%d", u%4)}
+		if u < 3 {
+			attrs["rare"] = fmt.Sprintf("r%d", u) // one user each: below the threshold
+		}
+		if _, err := w.store.UpsertEntity(graph.Entity{Type: graph.NodeUser, ID: w.store.Ref(id).ID, Attrs: attrs}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fresh, err := w.store.UpsertEntity(graph.Entity{Type: graph.NodeUser, ID: "fresh", Attrs: map[string]string{"segment": "s0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stranger, err := w.store.UpsertEntity(graph.Entity{Type: graph.NodeUser, ID: "stranger", Attrs: map[string]string{"segment": "unseen"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := tinyConfig()
+	cfg.Model.Spectral = 4
+	cfg.Model.SpectralProfile = 5
+	mc := cfg.Model.WithDefaults()
+	feat, fitWith := contentFitter(t, w, mc)
+	sm := graph.NewSampler(w.store, graph.SamplerOptions{})
+	fit := func(minProfile int) *spectralTable { return fitWith(-1, minProfile) }
+	if tbl := fit(0); tbl.Profile != nil || tbl.ProfileRows != nil {
+		t.Fatalf("without profiles: %d profile rows, want none", len(tbl.Profile))
+	}
+	tbl := fit(5)
+	bucketsOf := func(attrs map[string]string) []int32 {
+		return feat.profileBuckets(&nodeFeatures{attrs: attrBuckets(graph.NodeUser, attrs, mc.AttrBkts, mc.AttrLen)})
+	}
+	var segments []int32
+	for s := range 4 {
+		for _, b := range bucketsOf(map[string]string{"segment": fmt.Sprintf("s%d", s)}) {
+			segments = append(segments, b)
+			if _, ok := slices.BinarySearch(tbl.Profile, b); !ok {
+				t.Errorf("segment s%d: bucket %d has no row", s, b)
+			}
+		}
+	}
+	for u := range 3 {
+		for _, b := range bucketsOf(map[string]string{"rare": fmt.Sprintf("r%d", u)}) {
+			if _, ok := slices.BinarySearch(tbl.Profile, b); ok && !slices.Contains(segments, b) {
+				t.Errorf("a value one user has (r%d): bucket %d has a row", u, b)
+			}
+		}
+	}
+
+	topics := adTopics(w)
+	check := func(name string, f []float32) {
+		t.Helper()
+		same, diff := topicCosines(tbl, f, topics, 0, "")
+		ms, md := meanOf(same), meanOf(diff)
+		t.Logf("%s: mean cosine with interest 0's rows %.3f, with the others' %.3f", name, ms, md)
+		if !(ms > md+0.2) {
+			t.Errorf("%s: mean cosine with its segment's interest's rows %.3f, with the others' %.3f; want the first well above", name, ms, md)
+		}
+	}
+	feat.spec = tbl
+	factors := func(id graph.NodeID) []float32 {
+		t.Helper()
+		sg := sm.Sample(id, w.store.MaxTS(), graph.ViewTeacher, 1)
+		if len(sg.History) != 0 {
+			t.Fatalf("%v has a history", id)
+		}
+		bt, err := feat.featurize(w.store, []*graph.Subgraph{sg}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return bt.spec[:4]
+	}
+	check("featurised new user", factors(fresh))
+	if got := factors(stranger); vek32.Norm(got) != 0 {
+		t.Errorf("a segment no user with a history has: factors %v, want zeros", got)
+	}
+
+	// Served: the trained model's stored table has the profile rows, and the
+	// new user's appended factors are its profile fold-in times the weight.
+	stored, got := trainServed(t, w, cfg, fresh)
+	if len(stored.Profile) == 0 {
+		t.Fatal("the stored table has no profile rows")
+	}
+	want := make([]float32, 4)
+	if !stored.profileFold(want, bucketsOf(map[string]string{"segment": "s0"})) {
+		t.Fatal("the stored table has no row for segment s0")
+	}
+	for j := range want {
+		if math.Abs(float64(got[j])-mc.SpectralWeight*float64(want[j])) > 1e-5 {
+			t.Fatalf("served factors %v, want the profile fold-in %v times %v", got, want, mc.SpectralWeight)
+		}
+	}
+}
+
+// contentFitter returns a featuriser of mc and a fit of w's spectral
+// factors (4 of them) with content weight alpha and profile threshold
+// minProfile, over that featuriser's content buckets.
+func contentFitter(t *testing.T, w *synthWorld, mc Config) (*featurizer, func(alpha float64, minProfile int) *spectralTable) {
+	t.Helper()
+	feat, err := newFeaturizer(mc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sm := graph.NewSampler(w.store, graph.SamplerOptions{})
+	return feat, func(alpha float64, minProfile int) *spectralTable {
+		t.Helper()
+		tbl, err := fitSpectral(gocontext.Background(), w.store, sm, 4, w.store.MaxTS(), 1, nil, feat.contentBuckets(w.store), alpha, minProfile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tbl
+	}
+}
+
+// trainServed trains cfg on w for 3 steps and returns the version's stored
+// spectral table (4 factors) and the factors the loaded model serves for id.
+func trainServed(t *testing.T, w *synthWorld, cfg TrainConfig, id graph.NodeID) (*spectralTable, []float32) {
+	t.Helper()
 	cfg.Steps = 3
+	mc := cfg.Model.WithDefaults()
 	dir := t.TempDir()
 	ck, err := Train(gocontext.Background(), w.store, cfg, dir, nil)
 	if err != nil {
@@ -522,19 +708,9 @@ func TestSpectralContent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	embs, err := m.Embed(gocontext.Background(), w.store, []graph.NodeID{fresh}, w.store.MaxTS())
+	embs, err := m.Embed(gocontext.Background(), w.store, []graph.NodeID{id}, w.store.MaxTS())
 	if err != nil {
 		t.Fatal(err)
 	}
-	sr := stored.row("fresh")
-	if sr < 0 || !stored.contentOnly(sr) {
-		t.Fatalf("stored table: the unengaged ad has row %d (content only %v)", sr, stored.contentOnly(sr))
-	}
-	want := stored.Rows[int(sr)*4 : (int(sr)+1)*4]
-	got := embs[0][mc.EmbedDim:]
-	for j := range want {
-		if math.Abs(float64(got[j])-mc.SpectralWeight*float64(want[j])) > 1e-5 {
-			t.Fatalf("served factors %v, want the content row %v times %v", got, want, mc.SpectralWeight)
-		}
-	}
+	return stored, embs[0][mc.EmbedDim:]
 }

@@ -66,6 +66,7 @@ func trainFlags(fs *flag.FlagSet, cfg *model.TrainConfig) {
 	fs.IntVar(&cfg.Model.History, "history", 0, "newest engaged neighbours whose content is pooled into the anchor's token (0: default, 32; -1 off)")
 	fs.IntVar(&cfg.Model.Spectral, "spectral", 0, "spectral factors appended to every embedding: an ad's co-engagement eigenvector coordinates, a user's fold-in of its history's (0: default, 128; -1 off)")
 	fs.Float64Var(&cfg.Model.SpectralWeight, "spectral-weight", 0, "weight of the appended spectral factors (0: default, 2)")
+	fs.IntVar(&cfg.Model.SpectralProfile, "spectral-profile", 0, "a user with no history gets spectral factors from its profile's attribute values and words, each read from the users with a history that share it when at least this many do (0: default, 20; negative: off)")
 	fs.Float64Var(&cfg.Model.SpectralContent, "spectral-content", 0, "weight of an ad's content (text and attribute buckets) in the matrix the spectral factors factorise, against 1 for a click; every ad with content gets factors, a new one from its content alone (0: default, off; negative: off)")
 	fs.IntVar(&cfg.Model.Activity, "activity", 0, "the anchor's engagement counts as encoder inputs: 2 a per-type popularity coordinate (0: default, 2), 1 the counts in the anchor's token and a shared popularity coordinate, -1 off")
 	fs.IntVar(&cfg.LogQ, "logq", 0, "correct the in-batch alignment losses for how candidates are sampled, so embeddings keep popularity: 1 on (0: default, on), -1 off")
