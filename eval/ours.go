@@ -65,6 +65,13 @@ type OursOptions struct {
 	// rank.DefaultWeights: 0 turns a setting off).
 	Rank    rank.Options
 	Weights rank.Weights
+	// CalibratedPrior serves the model version's calibrated prior weight
+	// in place of Weights.Prior, as the service does unless its prior
+	// weight is set (retrieval.Options.CalibratedPrior).
+	CalibratedPrior bool
+	// Calibrate, when set, calibrates the version the evaluation trains
+	// (retrieval.CalibrateVersion) before it is loaded; nil: not.
+	Calibrate *retrieval.CalibrateOptions
 	// ModelDir, when set, loads this model (a version directory or a data
 	// directory) instead of training one. It must have been trained on
 	// nothing later than the window's cut.
@@ -256,11 +263,16 @@ func (o *Ours) fit(ctx context.Context, train *TrainView) error {
 		}
 		dir = ck.Dir
 		o.log.Info("model trained", "dir", ck.Dir, "steps", ck.Metrics.Steps, "seconds", ck.Metrics.Seconds)
+		if o.opts.Calibrate != nil {
+			if _, err := retrieval.CalibrateVersion(ctx, ck.Dir, ck.Metrics.SplitTS, store, *o.opts.Calibrate); err != nil {
+				return err
+			}
+		}
 	}
 	if o.model, err = model.Load(dir); err != nil {
 		return fmt.Errorf("load model: %w", err)
 	}
-	if o.engine, err = retrieval.NewEngine(store, retrieval.Options{Rank: o.opts.Rank, Weights: o.opts.Weights,
+	if o.engine, err = retrieval.NewEngine(store, retrieval.Options{Rank: o.opts.Rank, Weights: o.opts.Weights, CalibratedPrior: o.opts.CalibratedPrior,
 		Build: o.opts.Build, NoKeywords: true, Logger: o.log, NarrowRequestView: o.opts.NarrowRequestView}); err != nil {
 		return fmt.Errorf("%w: %w", ErrBadConfig, err)
 	}

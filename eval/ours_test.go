@@ -217,7 +217,9 @@ func TestOursContext(t *testing.T) {
 	data := synthDir(t, dataset.SynthOptions{Users: 120, Ads: 150, Seed: 5, Coarse: 4, Mid: 8, Fine: 16, Days: 20})
 	dir := t.TempDir()
 	opts := tinyOurs(dir)
-	opts.Context = true
+	// The embeddings alone: the views' answers are compared, which the
+	// counting terms would mostly decide.
+	opts.Context, opts.Weights = true, rank.Weights{}
 	ours := NewOurs(opts)
 	defer ours.Close()
 	if got := len(ours.Methods()); got != 3 {
@@ -231,7 +233,7 @@ func TestOursContext(t *testing.T) {
 		t.Fatalf("no %s result", MethodOursContext)
 	}
 	narrowOpts := tinyOurs("")
-	narrowOpts.ModelDir, narrowOpts.Context, narrowOpts.NarrowRequestView = dir, true, true
+	narrowOpts.ModelDir, narrowOpts.Context, narrowOpts.NarrowRequestView, narrowOpts.Weights = dir, true, true, rank.Weights{}
 	narrow := NewOurs(narrowOpts)
 	defer narrow.Close()
 	if _, err := Run(ctx, Config{Data: data, Protocol: ProtocolChrono, Methods: []string{"popularity"}, Extra: narrow.Methods(), MaxQueries: 5}); err != nil {

@@ -466,3 +466,48 @@ func (s *Store) RunCompactor(ctx context.Context, interval time.Duration) error 
 		}
 	}
 }
+
+// Until returns a new store that holds every node of s, with the same
+// indices and content, and the events of s with ts <= asOf: the graph as it
+// was at asOf, for fitting and scoring as of then without seeing later
+// events (the re-rank's calibration, retrieval.Calibrate). Content is
+// shared with s (entities are immutable once stored); edge lists are
+// copied. The copy keeps no idempotency ids, so it is for reading: an
+// event added to it later is not checked against the events of s.
+func (s *Store) Until(asOf int64) *Store {
+	c := NewStore(s.opts)
+	var n int64
+	lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
+	for nt := range s.tables {
+		t, ct := &s.tables[nt], &c.tables[nt]
+		t.mu.RLock()
+		ct.refs = slices.Clone(t.refs)
+		ct.ents = slices.Clone(t.ents)
+		ct.ids = make(map[string]uint32, len(t.ids))
+		for id, i := range t.ids {
+			ct.ids[id] = i
+		}
+		adj := slices.Clone(t.adj)
+		t.mu.RUnlock()
+		ct.adj = make([][]edgeRec, len(adj))
+		for i, l := range adj {
+			l = visiblePrefix(l, asOf)
+			if len(l) == 0 {
+				continue
+			}
+			ct.adj[i] = slices.Clone(l)
+			lo, hi = min(lo, l[0].ts()), max(hi, l[len(l)-1].ts())
+			for _, r := range l {
+				if r.out() {
+					n++
+				}
+			}
+		}
+	}
+	c.numEvents.Store(n)
+	if n > 0 {
+		c.minTS.Store(lo)
+		c.maxTS.Store(hi)
+	}
+	return c
+}

@@ -427,3 +427,52 @@ func TestRunCompactorStops(t *testing.T) {
 		t.Errorf("RunCompactor() = %v, want context.Canceled", err)
 	}
 }
+
+// TestUntil checks that Until keeps every node, index and content of the
+// store and exactly the events up to its time, and that the copy is
+// independent of later writes to the original.
+func TestUntil(t *testing.T) {
+	evs := randomEvents(5, graphSpec{users: 20, ads: 30, campaigns: 4, advertisers: 2, events: 400, t0: 0, span: 10 * day})
+	s := buildStore(t, Options{}, evs)
+	ad := Entity{Type: NodeAd, ID: "a0", Text: "red shoes"}
+	if _, err := s.UpsertEntity(ad); err != nil {
+		t.Fatal(err)
+	}
+	for _, cut := range []int64{-1, 0, 3 * day, 10 * day} {
+		t.Run(itoa(cut), func(t *testing.T) {
+			c := s.Until(cut)
+			var want int64
+			s.ForEachEdge(0, cut+1, func(NodeID, Edge) bool { want++; return true })
+			if got := c.NumEvents(); got != want {
+				t.Errorf("NumEvents = %d, want %d", got, want)
+			}
+			if want > 0 && (c.MaxTS() > cut || c.MinTS() != s.MinTS()) {
+				t.Errorf("MinTS, MaxTS = %d, %d; want %d, <= %d", c.MinTS(), c.MaxTS(), s.MinTS(), cut)
+			}
+			for nt := NodeType(1); nt < numNodeTypes; nt++ {
+				if c.NumNodes(nt) != s.NumNodes(nt) {
+					t.Fatalf("NumNodes(%v) = %d, want %d", nt, c.NumNodes(nt), s.NumNodes(nt))
+				}
+				for i := range s.NumNodes(nt) {
+					id := NodeID{Type: nt, Idx: uint32(i)}
+					if c.Ref(id) != s.Ref(id) || c.Entity(id) != s.Entity(id) {
+						t.Fatalf("node %v: ref %v / %v, entity %v / %v", id, c.Ref(id), s.Ref(id), c.Entity(id), s.Entity(id))
+					}
+					var got, want []Edge
+					c.Neighbors(id, math.MaxInt64, func(e Edge) bool { got = append(got, e); return true })
+					s.Neighbors(id, cut, func(e Edge) bool { want = append(want, e); return true })
+					if diff := gocmp.Diff(want, got); diff != "" {
+						t.Fatalf("neighbours of %v (-as of the cut in s +c):\n%s", id, diff)
+					}
+				}
+			}
+			added := Ref{Type: NodeAd, ID: "added" + itoa(cut)}
+			if _, err := s.AddEvent(Event{Src: Ref{Type: NodeUser, ID: "u0"}, Dst: added, Type: EdgeClick, TS: 0, Weight: 1}); err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := c.Lookup(added); ok || c.NumEvents() != want {
+				t.Errorf("a write to the original reached the copy")
+			}
+		})
+	}
+}

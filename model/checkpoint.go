@@ -28,7 +28,10 @@ const (
 	FileOptimizer  = "optimizer.gob"   // optimizer state, for --resume only
 	FilePrototypes = "prototypes.json" // normalised prototypes per level, for non-GoMLX readers
 	FileMetrics    = "metrics.json"    // TrainMetrics
-	FileChecksums  = "checksums.json"  // SHA-256 of the files above, written last
+	// FileCalibration holds the version's Calibration, written after
+	// training (WriteCalibration); a version may have none.
+	FileCalibration = "calibration.json"
+	FileChecksums   = "checksums.json" // SHA-256 of the files above, written last
 	modelsDir      = "models"
 	weightsMagic   = "hir-weights-v1"
 
@@ -223,10 +226,17 @@ func writeJSON(path string, v any) error {
 // writeChecksums writes FileChecksums into dir: the SHA-256 of each of
 // the model's files there.
 func writeChecksums(dir string) error {
+	return writeChecksumsTo(dir, filepath.Join(dir, FileChecksums))
+}
+
+// writeChecksumsTo writes dir's checksums (see writeChecksums) to path.
+func writeChecksumsTo(dir, path string) error {
 	sums := map[string]string{}
 	names := []string{FileConfig, FileWeights, FileOptimizer, FilePrototypes, FileMetrics}
-	if _, err := os.Stat(filepath.Join(dir, FileSpectral)); err == nil {
-		names = append(names, FileSpectral) // only a model with spectral factors has one
+	for _, opt := range []string{FileSpectral, FileCalibration} { // only some versions have them
+		if _, err := os.Stat(filepath.Join(dir, opt)); err == nil {
+			names = append(names, opt)
+		}
 	}
 	for _, name := range names {
 		sum, err := fileSHA256(filepath.Join(dir, name))
@@ -235,7 +245,80 @@ func writeChecksums(dir string) error {
 		}
 		sums[name] = sum
 	}
-	return writeJSON(filepath.Join(dir, FileChecksums), sums)
+	return writeJSON(path, sums)
+}
+
+// Calibration is what a version's serving weights were calibrated to
+// (retrieval.Calibrate): the engagement prior's weight that ranked the
+// events after the trainer's split best, scored as of the split.
+type Calibration struct {
+	// PriorWeight is the chosen weight of the engagement prior.
+	PriorWeight float32 `json:"prior_weight"`
+	// CoEngagementWeight is the co-engagement weight it was chosen with.
+	CoEngagementWeight float32 `json:"coengagement_weight"`
+	// Cut is the time (unix ms) the scoring was as of; the events at or
+	// after it were ranked.
+	Cut int64 `json:"cut"`
+	// Users is the number of users whose events were ranked, K the cut-off
+	// of the metrics.
+	Users int `json:"users"`
+	K     int `json:"k"`
+	// Points are the candidates' scores, by prior weight.
+	Points []CalibrationPoint `json:"points"`
+}
+
+// CalibrationPoint is one candidate prior weight's mean recall@K and
+// NDCG@K over the users.
+type CalibrationPoint struct {
+	PriorWeight float32 `json:"prior_weight"`
+	Recall      float64 `json:"recall"`
+	NDCG        float64 `json:"ndcg"`
+}
+
+// WriteCalibration adds c to the version directory dir as FileCalibration
+// and updates its checksums, each file written aside and renamed into
+// place, so that a crash leaves either the version as it was or the
+// version with c; a calibration file that the checksums do not list is
+// never read ([Model.Calibration]).
+func WriteCalibration(dir string, c Calibration) error {
+	tmp := filepath.Join(dir, tmpPrefix+FileCalibration)
+	if err := writeJSON(tmp, c); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, FileCalibration)); err != nil {
+		return fmt.Errorf("write calibration: %w", err)
+	}
+	tmp = filepath.Join(dir, tmpPrefix+FileChecksums)
+	if err := writeChecksumsTo(dir, tmp); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, FileChecksums)); err != nil {
+		return fmt.Errorf("write calibration: %w", err)
+	}
+	return syncDir(dir)
+}
+
+// readCalibration returns dir's calibration when its checksums list one
+// (they were verified), else nil.
+func readCalibration(dir string) (*Calibration, error) {
+	var sums map[string]string
+	if err := readJSON(filepath.Join(dir, FileChecksums), &sums); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	if _, ok := sums[FileCalibration]; !ok {
+		return nil, nil
+	}
+	var c Calibration
+	if err := readJSON(filepath.Join(dir, FileCalibration), &c); err != nil {
+		return nil, err
+	}
+	if !(c.PriorWeight >= 0) || !(c.CoEngagementWeight >= 0) {
+		return nil, fmt.Errorf("read %s: %w: weights %v, %v", FileCalibration, ErrCorrupt, c.PriorWeight, c.CoEngagementWeight)
+	}
+	return &c, nil
 }
 
 // VerifyChecksums checks the files of version directory dir against its

@@ -29,6 +29,7 @@ type Model struct {
 	native  *nativeEncoder // nil: inference runs exec
 	protos  [][][]float32  // [level][k][ServedDim], L2-normalised, zero past EmbedDim
 	parents [][]int        // [level][k] parent index in level-1 (nil for level 0)
+	calib   *Calibration   // the version's FileCalibration, or nil
 }
 
 // Load loads a model version for inference. dir is either a version
@@ -70,6 +71,9 @@ func load(dir string, native bool) (*Model, error) {
 		return nil, fmt.Errorf("load model: %w", err)
 	}
 	m.version = m.cfg.Version
+	if m.calib, err = readCalibration(dir); err != nil {
+		return nil, fmt.Errorf("load model: %w", err)
+	}
 	m.cfg.Model = m.cfg.Model.WithDefaults()
 	if err := m.cfg.Model.Validate(); err != nil {
 		return nil, fmt.Errorf("load model: %w", err)
@@ -143,6 +147,10 @@ func dot(a, b []float32) float32 {
 
 // Version returns the checkpoint's version ("vN").
 func (m *Model) Version() string { return m.version }
+
+// Calibration returns the version's calibration ([WriteCalibration]), or
+// nil when it has none.
+func (m *Model) Calibration() *Calibration { return m.calib }
 
 // Config returns the model configuration the checkpoint was trained with.
 func (m *Model) Config() Config { return m.cfg.Model }

@@ -642,3 +642,39 @@ func (t *spectralTable) predict(dst, emb []float32) bool {
 	}
 	return true
 }
+
+// Refit returns m with its spectral factors fitted again, as training fits
+// them, on store's events up to asOf (the rows, the profile rows and the
+// new ads' predictor; the encoder's weights and the prototypes are m's):
+// what the model would serve had its factors been fitted at asOf. Scoring
+// a time after asOf with it sees no later engagement through the factors
+// (retrieval.Calibrate). A model without spectral factors is returned as
+// is. The factors are not aligned to m's (a fresh fit's own orientation).
+func (m *Model) Refit(ctx gocontext.Context, store *graph.Store, asOf int64) (*Model, error) {
+	if m.feat.spec == nil {
+		return m, nil
+	}
+	c := *m
+	feat, err := newFeaturizer(m.cfg.Model)
+	if err != nil {
+		return nil, err
+	}
+	cfg, seed := m.cfg.Model, m.cfg.Train.Seed
+	sm := graph.NewSampler(store, m.cfg.Train.Sampler)
+	spec, err := fitSpectral(ctx, store, sm, cfg.Spectral, asOf, seed, nil, feat.contentBuckets(store), cfg.SpectralContent, cfg.SpectralProfile)
+	if err != nil {
+		return nil, fmt.Errorf("refit spectral factors: %w", err)
+	}
+	ne := m.native
+	if ne == nil {
+		if ne, err = newNativeEncoder(m.ctx, cfg); err != nil {
+			return nil, fmt.Errorf("refit spectral factors: %w", err)
+		}
+	}
+	if err := fitPredictorNative(ctx, spec, store, sm, feat, ne, cfg, seed); err != nil {
+		return nil, err
+	}
+	feat.spec = spec
+	c.feat = feat
+	return &c, nil
+}

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -713,4 +714,91 @@ func trainServed(t *testing.T, w *synthWorld, cfg TrainConfig, id graph.NodeID) 
 		t.Fatal(err)
 	}
 	return stored, embs[0][mc.EmbedDim:]
+}
+
+// TestRefit checks that a refit model's factors see nothing after its
+// time: refit on the whole store as of a cut, it embeds every ad as a
+// model refit on the store cut there does, and unlike the trained one
+// (fitted on everything).
+func TestRefit(t *testing.T) {
+	ctx := gocontext.Background()
+	w := newSynthWorld(t, 30, 40, 4, 8, 5)
+	cfg := tinyConfig()
+	cfg.Model.Spectral, cfg.Steps = 4, 2
+	dir := t.TempDir()
+	if _, err := Train(ctx, w.store, cfg, dir, nil); err != nil {
+		t.Fatal(err)
+	}
+	m, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := (w.store.MinTS() + w.store.MaxTS()) / 2
+	whole, err := m.Refit(ctx, w.store, cut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	past, err := m.Refit(ctx, w.store.Until(cut), cut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	embed := func(m *Model, store *graph.Store) [][]float32 {
+		t.Helper()
+		e, err := m.Embed(ctx, store, w.ads, cut)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	same := func(a, b [][]float32) bool { return slices.EqualFunc(a, b, slices.Equal[[]float32]) }
+	got, want, trained := embed(whole, w.store), embed(past, w.store.Until(cut)), embed(m, w.store)
+	if !same(want, got) {
+		t.Errorf("refit on the whole store embeds the ads otherwise than the refit on the store as of the cut")
+	}
+	if same(trained, got) {
+		t.Errorf("the refit embeds as the trained model, whose factors saw every event")
+	}
+	if m.Calibration() != nil {
+		t.Errorf("a version without calibration has one: %+v", m.Calibration())
+	}
+}
+
+// TestWriteCalibration checks that a version carries its calibration only
+// once its checksums list it, and that a damaged one fails to load.
+func TestWriteCalibration(t *testing.T) {
+	ctx := gocontext.Background()
+	w := newSynthWorld(t, 20, 30, 3, 6, 6)
+	cfg := tinyConfig()
+	cfg.Steps = 1
+	ck, err := Train(ctx, w.store, cfg, t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := Calibration{PriorWeight: 1.5, CoEngagementWeight: 5, Cut: 7, Users: 3, K: 20,
+		Points: []CalibrationPoint{{PriorWeight: 1.5, Recall: 0.5, NDCG: 0.25}}}
+	path := filepath.Join(ck.Dir, FileCalibration)
+	// A calibration file the checksums do not list (a crash between the
+	// two renames) is not read.
+	if err := writeJSON(path, c); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := Load(ck.Dir); err != nil || m.Calibration() != nil {
+		t.Fatalf("Load with an unlisted calibration = %v; calibration %+v, want none", err, m.Calibration())
+	}
+	if err := WriteCalibration(ck.Dir, c); err != nil {
+		t.Fatal(err)
+	}
+	m, err := Load(ck.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m.Calibration(); !reflect.DeepEqual(&c, got) {
+		t.Errorf("loaded calibration %+v, want %+v", got, c)
+	}
+	if err := os.WriteFile(path, []byte(`{"prior_weight": 9}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(ck.Dir); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("Load with a changed calibration: %v, want ErrCorrupt", err)
+	}
 }

@@ -359,13 +359,20 @@ func (tr *trainer) fitSpectralPredictor(ctx gocontext.Context, mctx *context.Con
 	if err != nil {
 		return fmt.Errorf("spectral predictor: %w", err)
 	}
-	enc := &Model{feat: tr.feat, native: ne}
-	enc.cfg.Model = tr.cfg.Model
+	return fitPredictorNative(ctx, spec, tr.store, tr.sampler, tr.feat, ne, tr.cfg.Model, tr.cfg.Seed)
+}
+
+// fitPredictorNative fits spec's predictor (fitSpectralPredictor) with the
+// encoder ne of the model cfg, embedding natively with featurizer feat.
+func fitPredictorNative(ctx gocontext.Context, spec *spectralTable, store *graph.Store, sm *graph.Sampler, feat *featurizer,
+	ne *nativeEncoder, cfg Config, seed uint64) error {
+	enc := &Model{feat: feat, native: ne}
+	enc.cfg.Model = cfg
 	enc.cfg.Model.Spectral = -1 // the encoder's coordinates only
 	embed := func(sgs []*graph.Subgraph) ([][]float32, error) {
-		return enc.embedNative(ctx, func(int) Entities { return tr.store }, sgs)
+		return enc.embedNative(ctx, func(int) Entities { return store }, sgs)
 	}
-	return fitSpectralPredictor(ctx, spec, tr.store, tr.sampler, tr.cfg.Model.EmbedDim, tr.cfg.Seed, embed)
+	return fitSpectralPredictor(ctx, spec, store, sm, cfg.EmbedDim, seed, embed)
 }
 
 // anchorsPerStep is the number of subgraphs a step encodes in each view.

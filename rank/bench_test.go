@@ -65,14 +65,14 @@ func BenchmarkCoEngagement(b *testing.B) {
 		}
 	})
 	c := NewCoEngagement(store, until, opts)
-	recent := make([]uint32, 50)
+	recent := make([]RecentAd, 50)
 	for i := range recent {
-		recent[i] = uint32(i * 97)
+		recent[i] = RecentAd{Ad: uint32(i * 97), TS: until - int64(i)*60_000}
 	}
 	b.Run("boost", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			c.Boost(recent, 1)
+			c.Boost(recent, until, 1)
 		}
 	})
 }

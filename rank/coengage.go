@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/hir-ads/hir/graph"
 )
@@ -23,6 +24,9 @@ const (
 	// DefaultCoEngageHalfLife: the ad a user engaged with this many ads ago
 	// weighs half as much as the latest one.
 	DefaultCoEngageHalfLife = 5
+	// DefaultCoEngageAge: the ad a user last engaged with this long before
+	// the retrieval weighs half as much as one engaged with at it.
+	DefaultCoEngageAge = 72 * time.Hour
 )
 
 // maxBoosted caps the ads that the co-engagement term lifts in one
@@ -46,6 +50,18 @@ type CoEngageOptions struct {
 	// HalfLifeAds weighs the user's recent ads: the i-th most recent (from
 	// 0) weighs 2^(-i/HalfLifeAds) (> 0 when WindowAds is set).
 	HalfLifeAds float64
+	// HalfLife also weighs them by time: an ad the user last engaged with
+	// age before the retrieval weighs 2^(-age/HalfLife) besides, so that
+	// the term speaks for the user's current session and fades once that
+	// is over; 0: no time decay.
+	HalfLife time.Duration
+}
+
+// RecentAd is one of a user's recent distinct engaged ads and the time of
+// the user's latest engagement with it (unix ms).
+type RecentAd struct {
+	Ad uint32
+	TS int64
 }
 
 // validate checks o's ranges.
@@ -57,6 +73,8 @@ func (o CoEngageOptions) validate() error {
 		return fmt.Errorf("%w: co-engagement history %d < 1", ErrBadOptions, o.HistoryAds)
 	case o.WindowAds > 0 && (!(o.HalfLifeAds > 0) || math.IsInf(o.HalfLifeAds, 1)):
 		return fmt.Errorf("%w: co-engagement half-life %v is not > 0", ErrBadOptions, o.HalfLifeAds)
+	case o.HalfLife < 0:
+		return fmt.Errorf("%w: co-engagement time half-life %v < 0", ErrBadOptions, o.HalfLife)
 	}
 	return nil
 }
@@ -240,11 +258,13 @@ func (c *CoEngagement) Observe(store *graph.Store, evs []graph.Event) {
 }
 
 // Boost returns the co-engagement term of each ad for a user whose recent
-// distinct engaged ads are recent (most recent first): weight times the sum
-// over them of 2^(-i/HalfLifeAds) times the ad's similarity to the i-th. At
-// most maxBoosted ads, the strongest, are returned; nil when the weight is
-// 0 or there are no recent ads, empty when they have no co-engagement.
-func (c *CoEngagement) Boost(recent []uint32, weight float32) map[uint32]float32 {
+// distinct engaged ads are recent (most recent first), retrieved at asOf
+// (unix ms): weight times the sum over them of 2^(-i/HalfLifeAds) times,
+// with a HalfLife, 2^(-age/HalfLife) (age: asOf minus the ad's TS, at
+// least 0) times the ad's similarity to the i-th. At most maxBoosted ads,
+// the strongest, are returned; nil when the weight is 0 or there are no
+// recent ads, empty when they have no co-engagement.
+func (c *CoEngagement) Boost(recent []RecentAd, asOf int64, weight float32) map[uint32]float32 {
 	if c == nil || weight == 0 || len(recent) == 0 {
 		return nil
 	}
@@ -256,12 +276,18 @@ func (c *CoEngagement) Boost(recent []uint32, weight float32) map[uint32]float32
 	if len(sc.sum) < len(c.users) {
 		sc.sum = make([]float32, len(c.users))
 	}
-	for i, j := range recent[:min(len(recent), c.opts.HistoryAds)] {
+	halfMS := float64(c.opts.HalfLife.Milliseconds())
+	for i, r := range recent[:min(len(recent), c.opts.HistoryAds)] {
+		j := r.Ad
 		if int(j) >= len(c.rows) {
 			continue
 		}
 		row := &c.rows[j]
-		w := weight * float32(math.Exp2(-float64(i)/c.opts.HalfLifeAds)) * c.inv[j]
+		decay := -float64(i) / c.opts.HalfLifeAds
+		if halfMS > 0 {
+			decay -= float64(max(asOf-r.TS, 0)) / halfMS
+		}
+		w := weight * float32(math.Exp2(decay)) * c.inv[j]
 		sum, inv := sc.sum, c.inv
 		for k, a := range row.ads {
 			if sum[a] == 0 {

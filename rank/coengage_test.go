@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/hir-ads/hir/graph"
 )
@@ -158,30 +159,45 @@ func TestCoEngagementBoost(t *testing.T) {
 		return n.Idx
 	}
 	opts := DefaultOptions()
-	opts.CoEngage.HalfLifeAds = 1
+	opts.CoEngage.HalfLifeAds, opts.CoEngage.HalfLife = 1, 0
 	c := NewCoEngagement(store, math.MaxInt64, opts)
 	near := func(a, b float32) bool { return math.Abs(float64(a-b)) < 1e-5 }
 	// users: A 2, B 2, C 2, D 1; pairs: AB 2, AC 1, BC 1.
+	const hour = int64(time.Hour / time.Millisecond)
+	aged := opts
+	aged.CoEngage.HalfLife = time.Hour
+	cAged := NewCoEngagement(store, math.MaxInt64, aged)
 	tests := []struct {
 		name   string
+		c      *CoEngagement
 		recent []string
+		ages   []int64 // ms before the retrieval, by recent ad; nil: all 0
 		weight float32
 		want   map[string]float32
 	}{
-		{"one recent ad", []string{"A"}, 1, map[string]float32{"B": 2 / 2.0, "C": 1 / 2.0}},
-		{"weight scales", []string{"A"}, 3, map[string]float32{"B": 3, "C": 1.5}},
-		{"older ads weigh less", []string{"C", "A"}, 1, map[string]float32{"A": 0.5, "B": 0.5 + 0.5*1, "C": 0.5 * 0.5}},
-		{"an ad without co-engagement", []string{"D"}, 1, map[string]float32{}},
-		{"no recent ads", nil, 1, nil},
-		{"weight 0", []string{"A"}, 0, nil},
+		{"one recent ad", c, []string{"A"}, nil, 1, map[string]float32{"B": 2 / 2.0, "C": 1 / 2.0}},
+		{"weight scales", c, []string{"A"}, nil, 3, map[string]float32{"B": 3, "C": 1.5}},
+		{"older ads weigh less", c, []string{"C", "A"}, nil, 1, map[string]float32{"A": 0.5, "B": 0.5 + 0.5*1, "C": 0.5 * 0.5}},
+		{"an ad without co-engagement", c, []string{"D"}, nil, 1, map[string]float32{}},
+		{"no recent ads", c, nil, nil, 1, nil},
+		{"weight 0", c, []string{"A"}, nil, 0, nil},
+		{"no time decay without a half-life", c, []string{"A"}, []int64{5 * hour}, 1, map[string]float32{"B": 1, "C": 0.5}},
+		{"an engagement one half-life ago weighs half", cAged, []string{"A"}, []int64{hour}, 1, map[string]float32{"B": 0.5, "C": 0.25}},
+		{"time and position decay multiply", cAged, []string{"C", "A"}, []int64{0, 2 * hour}, 1,
+			map[string]float32{"A": 0.5, "B": 0.5 + 0.5*0.25, "C": 0.5 * 0.5 * 0.25}},
+		{"an engagement after the retrieval time weighs as one at it", cAged, []string{"A"}, []int64{-hour}, 1, map[string]float32{"B": 1, "C": 0.5}},
 	}
+	const asOf = 100 * hour
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			recent := make([]uint32, len(tc.recent))
+			recent := make([]RecentAd, len(tc.recent))
 			for i, n := range tc.recent {
-				recent[i] = id(n)
+				recent[i] = RecentAd{Ad: id(n), TS: asOf}
+				if tc.ages != nil {
+					recent[i].TS -= tc.ages[i]
+				}
 			}
-			got := c.Boost(recent, tc.weight)
+			got := tc.c.Boost(recent, asOf, tc.weight)
 			if (got == nil) != (tc.want == nil) || len(got) != len(tc.want) {
 				t.Fatalf("boost = %v, want %v", got, tc.want)
 			}

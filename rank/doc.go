@@ -10,7 +10,7 @@
 //	opts := rank.DefaultOptions()
 //	priors := rank.NewPriors(store, asOf, asOf, opts)
 //	co := rank.NewCoEngagement(store, asOf, opts)
-//	boost := co.Boost(recentAds, rank.DefaultWeights().CoEngagement)
+//	boost := co.Boost(recentAds, asOf, rank.DefaultWeights().CoEngagement)
 //
 // # Sections
 //

@@ -11,8 +11,8 @@ var ErrBadOptions = errors.New("bad ranking settings")
 // Limits and defaults of the re-rank weights. The defaults were chosen on
 // the validation windows of MovieLens-100K (docs/evaluation.md).
 const (
-	DefaultPriorWeight    = 1
-	DefaultCoEngageWeight = 3
+	DefaultPriorWeight    = 1.5
+	DefaultCoEngageWeight = 5
 	MaxPriorWeight        = 100
 	MaxCoEngageWeight     = 1000
 )
@@ -83,7 +83,7 @@ func DefaultOptions() Options {
 			FreshWindow: DefaultFreshWindow, FreshRank: DefaultFreshRank, FreshEvents: DefaultFreshEvents,
 			NewUserShrink: DefaultNewUserShrink},
 		CoEngage: CoEngageOptions{WindowAds: DefaultCoEngageWindow, HistoryAds: DefaultCoEngageHistory,
-			HalfLifeAds: DefaultCoEngageHalfLife},
+			HalfLifeAds: DefaultCoEngageHalfLife, HalfLife: DefaultCoEngageAge},
 		NewUser: DefaultNewUserEvents,
 	}
 }

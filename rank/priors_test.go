@@ -318,6 +318,8 @@ func TestValidate(t *testing.T) {
 		{"history 0 without co-engagement", func(o *Options, _ *Weights) { o.CoEngage = CoEngageOptions{} }, true},
 		{"fresh rank 0 without a fresh window", func(o *Options, _ *Weights) { o.Prior.FreshWindow, o.Prior.FreshRank = 0, 0 }, true},
 		{"half-life 0 ads", func(o *Options, _ *Weights) { o.CoEngage.HalfLifeAds = 0 }, false},
+		{"negative co-engagement time half-life", func(o *Options, _ *Weights) { o.CoEngage.HalfLife = -time.Hour }, false},
+		{"no co-engagement time decay", func(o *Options, _ *Weights) { o.CoEngage.HalfLife = 0 }, true},
 		{"negative new user", func(o *Options, _ *Weights) { o.NewUser = -1 }, false},
 		{"prior weight too big", func(_ *Options, w *Weights) { w.Prior = MaxPriorWeight + 1 }, false},
 		{"negative co weight", func(_ *Options, w *Weights) { w.CoEngagement = -1 }, false},

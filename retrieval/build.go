@@ -86,6 +86,9 @@ func Build(ctx context.Context, m *model.Model, store *graph.Store, asOf int64, 
 		return nil, err
 	}
 	gen.Metrics["index_ads"] = float64(s.IndexSize())
+	if c := m.Calibration(); c != nil {
+		gen.Metrics["calibrated_prior_weight"] = float64(c.PriorWeight)
+	}
 	gen.Metrics["build_seconds"] = time.Since(start).Seconds()
 	opts.Logger.Info("generation built", "version", gen.Version, "ads", s.IndexSize(), "elapsed", time.Since(start))
 	if opts.PersistDir != "" {

@@ -42,6 +42,10 @@ type Options struct {
 	// Weights are the re-rank weights of a request that names none (start
 	// from rank.DefaultWeights; 0 turns a term off).
 	Weights rank.Weights
+	// CalibratedPrior: a generation whose model has a calibration
+	// (model.Model.Calibration, written by Calibrate after training)
+	// serves its prior weight in place of Weights.Prior ([Engine.Weights]).
+	CalibratedPrior bool
 	// Build configures the catch-up embedding of a publication.
 	Build BuildOptions
 	// TextIndexDir holds the bleve keyword index of ad text on disk
@@ -154,6 +158,22 @@ func (e *Engine) Close() error {
 		return fmt.Errorf("close text index: %w", err)
 	}
 	return nil
+}
+
+// Weights returns the re-rank weights of a request that names none, as
+// the generation served now answers it: Options.Weights, with the prior
+// weight of the generation's calibration under Options.CalibratedPrior.
+func (e *Engine) Weights() rank.Weights { return e.weights(e.cur.Load()) }
+
+// weights is Weights for the generation s (nil: none served).
+func (e *Engine) weights(s *Served) rank.Weights {
+	w := e.opts.Weights
+	if e.opts.CalibratedPrior && s != nil && s.Gen != nil && s.Gen.Model != nil {
+		if c := s.Gen.Model.Calibration(); c != nil {
+			w.Prior = c.PriorWeight
+		}
+	}
+	return w
 }
 
 // Store returns the graph store the engine reads and Apply writes.

@@ -46,6 +46,10 @@ type JobOptions struct {
 	Tolerance float64
 	// Log receives model.Train's progress lines; default discard.
 	Log io.Writer
+	// Calibrate, when set, calibrates every candidate's prior weight
+	// ([CalibrateVersion]) before it is validated, so that the version
+	// carries it (its Cut is the candidate's split); nil: not calibrated.
+	Calibrate *CalibrateOptions
 	// KeepVersions is how many model versions DataDir/models keeps: after
 	// a round is accepted the oldest beyond it are removed, never the one
 	// in serving. 0 keeps every version.
@@ -89,6 +93,11 @@ func NewTrainJob(store *graph.Store, opts JobOptions) TrainJob {
 		ckpt, err := model.Train(ctx, store, cfg, opts.DataDir, opts.Log)
 		if err != nil {
 			return nil, 0, fmt.Errorf("train: %w", err)
+		}
+		if opts.Calibrate != nil {
+			if _, err := CalibrateVersion(ctx, ckpt.Dir, ckpt.Metrics.SplitTS, store, *opts.Calibrate); err != nil {
+				return nil, 0, errors.Join(err, model.Discard(ckpt))
+			}
 		}
 		next, loss, err := validateAndBuild(ctx, store, prev, ckpt, asOf, cfg.Seed, opts)
 		if err != nil {

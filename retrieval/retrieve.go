@@ -130,7 +130,7 @@ type userContext struct {
 	// user changed since when events (without context) differ.
 	atGen  int
 	seen   *roaring.Bitmap // ads the user interacted with; nil unless ExcludeSeen
-	recent []uint32        // distinct engaged ads, most recent first, context first
+	recent []rank.RecentAd // distinct engaged ads, most recent first, context first
 	edges  []graph.Edge    // context edges, then the newest stored ones (with context events)
 }
 
@@ -164,7 +164,7 @@ func (e *Engine) userContext(s *Served, req *Request, asOf int64) *userContext {
 		}
 		if ev.Type.IsPositive() && history > 0 && !inRecent[nbr.Idx] && len(uc.recent) < history {
 			inRecent[nbr.Idx] = true
-			uc.recent = append(uc.recent, nbr.Idx)
+			uc.recent = append(uc.recent, rank.RecentAd{Ad: nbr.Idx, TS: ev.TS})
 		}
 	}
 	uc.events = len(req.ContextEvents)
@@ -184,7 +184,7 @@ func (e *Engine) userContext(s *Served, req *Request, asOf int64) *userContext {
 			}
 			if rank.Engaged(ed) && len(uc.recent) < history && !inRecent[ed.Nbr.Idx] {
 				inRecent[ed.Nbr.Idx] = true
-				uc.recent = append(uc.recent, ed.Nbr.Idx)
+				uc.recent = append(uc.recent, rank.RecentAd{Ad: ed.Nbr.Idx, TS: ed.TS})
 			}
 		}
 		if len(req.ContextEvents) > 0 && stored <= maxUserContextEdges {
@@ -238,7 +238,7 @@ func (e *Engine) Retrieve(ctx context.Context, req Request) (*Response, error) {
 	if asOf == 0 {
 		asOf = serveTime(e.store)
 	}
-	w := e.opts.Weights
+	w := e.weights(s)
 	if req.Weights != nil {
 		w = *req.Weights
 	}
@@ -283,7 +283,12 @@ func (e *Engine) Retrieve(ctx context.Context, req Request) (*Response, error) {
 		out.NewUser = e.opts.Rank.NewUser.Is(uc.events)
 		q.NewUser = out.NewUser
 		if w.CoEngagement != 0 {
-			q.Boost = s.Live.Co.Boost(uc.recent, w.CoEngagement)
+			// The term fades with the time since the user's engagements, read
+			// on the data's clock, as the priors' is: the newest event
+			// stored, or the request's time when earlier (offline evaluation
+			// asks as of the past). A service of historical data, whose wall
+			// clock lies far past its events, keeps the term.
+			q.Boost = s.Live.Co.Boost(uc.recent, min(uc.asOf, e.store.MaxTS()), w.CoEngagement)
 		}
 		if uc.seen != nil && !uc.seen.IsEmpty() {
 			q.Exclude = uc.seen

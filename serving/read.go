@@ -185,7 +185,7 @@ func (s *Server) RetrieveCandidates(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	p, err := s.checkRetrieve(decodeRetrieve(body, s.engine.Options().Weights))
+	p, err := s.checkRetrieve(decodeRetrieve(body, s.engine.Weights()))
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hir-ads/hir/eval"
 	"github.com/hir-ads/hir/model"
+	"github.com/hir-ads/hir/rank"
 )
 
 // evalFlags are the parsed flags of `hir eval`.
@@ -53,6 +54,7 @@ func parseEvalFlags(e *env, args []string) (*evalFlags, error) {
 	fs.StringVar(&f.ours.ModelDir, "model", "", "load this model instead of training (must be trained on nothing after the cut)")
 	prior := defaultPriorFlags()
 	prior.register(fs, "weight of the ads' engagement prior in our re-rank")
+	calibrate := fs.Bool("calibrate", true, "calibrate the prior weight of the version our model trains (as hir train does)")
 	fs.BoolVar(&f.ours.NarrowRequestView, "narrow-request-view", false, "embed "+eval.MethodOursContext+"'s users from the model's narrow student view (serve's --narrow-request-view)")
 	fs.IntVar(&f.ours.Build.Search.ExhaustiveMax, "exhaustive-max", 1, "token index: re-rank the whole catalogue at most this size (serving default 16384)")
 	fs.StringVar(&f.service.URL, "service", "", "also score the HIR service at this URL through its REST API (method service; alone unless --methods names others); it must start empty: the training window is posted and trained on")
@@ -79,6 +81,12 @@ func parseEvalFlags(e *env, args []string) (*evalFlags, error) {
 		f.service.CoengagementWeight = &f.ours.Weights.CoEngagement
 	}
 	f.ours.Rank = prior.options()
+	f.ours.CalibratedPrior = !prior.weightSet
+	if *calibrate {
+		// The version is calibrated for serving: with the service's default
+		// co-engagement weight, whatever weights these queries carry.
+		f.ours.Calibrate = prior.calibrate(float64(rank.DefaultWeights().CoEngagement), nil)
+	}
 	f.cfg.RecentPopularity.HalfLife = prior.halfLife // the service's prior half-life
 	if f.cfg.Data == "" {
 		fs.Usage()

@@ -3,9 +3,12 @@ package main
 import (
 	"flag"
 	"fmt"
+	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/hir-ads/hir/rank"
+	"github.com/hir-ads/hir/retrieval"
 )
 
 // priorFlags are the flags of the re-rank's terms besides the embeddings
@@ -13,6 +16,7 @@ import (
 // eval and the demo. As in package rank, 0 turns a part off.
 type priorFlags struct {
 	weight      float64
+	weightSet   bool // --prior-weight was given: the calibrated weight is not served
 	halfLife    time.Duration
 	impressions float64
 	freshWindow time.Duration
@@ -24,6 +28,7 @@ type priorFlags struct {
 	coWindow    int
 	coHistory   int
 	coHalfLife  float64
+	coAge       time.Duration
 }
 
 // defaultPriorFlags returns the flags' defaults: rank's.
@@ -34,12 +39,17 @@ func defaultPriorFlags() priorFlags {
 		freshRank: o.Prior.FreshRank, freshEvents: o.Prior.FreshEvents,
 		newUser: int(o.NewUser), newShrink: o.Prior.NewUserShrink,
 		coWeight: float64(w.CoEngagement), coWindow: o.CoEngage.WindowAds,
-		coHistory: o.CoEngage.HistoryAds, coHalfLife: o.CoEngage.HalfLifeAds}
+		coHistory: o.CoEngage.HistoryAds, coHalfLife: o.CoEngage.HalfLifeAds, coAge: o.CoEngage.HalfLife}
 }
 
 // register adds the flags to fs, with p's values as their defaults.
 func (p *priorFlags) register(fs *flag.FlagSet, weightUsage string) {
-	fs.Float64Var(&p.weight, "prior-weight", p.weight, weightUsage+" (0: embeddings alone)")
+	fs.Func("prior-weight", fmt.Sprintf("%s (0: embeddings alone; default: the model version's calibrated weight, else %v)", weightUsage, p.weight),
+		func(v string) error {
+			f, err := strconv.ParseFloat(v, 64)
+			p.weight, p.weightSet = f, true
+			return err
+		})
 	fs.DurationVar(&p.halfLife, "prior-half-life", p.halfLife, "half-life of engagement in the ads' priors (0: no priors)")
 	fs.Float64Var(&p.impressions, "prior-impressions", p.impressions, "weight of an impression in an ad's prior, relative to a click or deeper (0: impressions do not count)")
 	fs.DurationVar(&p.freshWindow, "fresh-window", p.freshWindow, "an ad launched this recently (attribute start_time or release_date) gets the fresh floor (0: no floor)")
@@ -51,6 +61,7 @@ func (p *priorFlags) register(fs *flag.FlagSet, weightUsage string) {
 	fs.IntVar(&p.coWindow, "coengage-window", p.coWindow, "two ads a user engaged with are co-engaged when fewer than this many of the user's other ads lie between them (0: no co-engagement counts)")
 	fs.IntVar(&p.coHistory, "coengage-history", p.coHistory, "the co-engagement term reads this many of the user's most recent engaged ads")
 	fs.Float64Var(&p.coHalfLife, "coengage-half-life", p.coHalfLife, "the user's ad engaged with this many ads ago weighs half as much as the latest in the co-engagement term")
+	fs.DurationVar(&p.coAge, "coengage-age-half-life", p.coAge, "the user's ad last engaged with this long before the retrieval weighs half as much in the co-engagement term, so the term fades once a session is over (0: no time decay)")
 }
 
 // check reports flag values that are out of range (rank's Validate, named
@@ -65,6 +76,12 @@ func (p *priorFlags) check() error {
 	return nil
 }
 
+// calibrate returns the options that calibrate a trained version's prior
+// weight for the flags' counters, with co-engagement weight co.
+func (p *priorFlags) calibrate(co float64, logger *slog.Logger) *retrieval.CalibrateOptions {
+	return &retrieval.CalibrateOptions{Rank: p.options(), CoEngagement: float32(co), Logger: logger}
+}
+
 // weights are the re-rank weights of the flags.
 func (p *priorFlags) weights() rank.Weights {
 	return rank.Weights{Prior: float32(p.weight), CoEngagement: float32(p.coWeight)}
@@ -75,7 +92,7 @@ func (p *priorFlags) options() rank.Options {
 	return rank.Options{
 		Prior: rank.PriorOptions{HalfLife: p.halfLife, ImpressionWeight: p.impressions, FreshWindow: p.freshWindow,
 			FreshRank: p.freshRank, FreshEvents: p.freshEvents, NewUserShrink: p.newShrink},
-		CoEngage: rank.CoEngageOptions{WindowAds: p.coWindow, HistoryAds: p.coHistory, HalfLifeAds: p.coHalfLife},
+		CoEngage: rank.CoEngageOptions{WindowAds: p.coWindow, HistoryAds: p.coHistory, HalfLifeAds: p.coHalfLife, HalfLife: p.coAge},
 		NewUser:  rank.NewUser(p.newUser),
 	}
 }

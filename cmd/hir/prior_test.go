@@ -4,6 +4,7 @@ import (
 	"flag"
 	"io"
 	"strings"
+	"slices"
 	"testing"
 	"time"
 
@@ -25,9 +26,13 @@ func TestPriorFlags(t *testing.T) {
 		opts    rank.Options
 	}{
 		{name: "defaults", weights: rank.DefaultWeights(), opts: def},
-		{name: "co-engagement set", args: []string{"--coengage-weight", "2.5", "--coengage-window", "7", "--coengage-history", "9", "--coengage-half-life", "3"},
+		{name: "co-engagement set", args: []string{"--coengage-weight", "2.5", "--coengage-window", "7", "--coengage-history", "9", "--coengage-half-life", "3", "--coengage-age-half-life", "1h"},
 			weights: rank.Weights{Prior: rank.DefaultPriorWeight, CoEngagement: 2.5},
-			opts:    with(func(o *rank.Options) { o.CoEngage = rank.CoEngageOptions{WindowAds: 7, HistoryAds: 9, HalfLifeAds: 3} })},
+			opts: with(func(o *rank.Options) {
+				o.CoEngage = rank.CoEngageOptions{WindowAds: 7, HistoryAds: 9, HalfLifeAds: 3, HalfLife: time.Hour}
+			})},
+		{name: "no co-engagement time decay", args: []string{"--coengage-age-half-life", "0"},
+			weights: rank.DefaultWeights(), opts: with(func(o *rank.Options) { o.CoEngage.HalfLife = 0 })},
 		{name: "co-engagement off", args: []string{"--coengage-weight", "0", "--coengage-window", "0"},
 			weights: rank.Weights{Prior: rank.DefaultPriorWeight}, opts: with(func(o *rank.Options) { o.CoEngage.WindowAds = 0 })},
 		{name: "set", args: []string{"--prior-weight", "1", "--prior-half-life", "48h", "--prior-impressions", "0.25", "--fresh-window", "720h", "--fresh-rank", "5", "--fresh-events", "7", "--new-user-events", "2", "--new-user-shrink", "0.5"},
@@ -52,6 +57,7 @@ func TestPriorFlags(t *testing.T) {
 		{name: "co-engagement weight too large", args: []string{"--coengage-weight", "5000"}, wantErr: true},
 		{name: "co-engagement history 0", args: []string{"--coengage-history", "0"}, wantErr: true},
 		{name: "co-engagement half-life 0", args: []string{"--coengage-half-life", "0"}, wantErr: true},
+		{name: "negative co-engagement age half-life", args: []string{"--coengage-age-half-life", "-1h"}, wantErr: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -77,6 +83,9 @@ func TestPriorFlags(t *testing.T) {
 			}
 			if o := p.options(); o != tc.opts {
 				t.Errorf("options %+v, want %+v", o, tc.opts)
+			}
+			if pinned := slices.Contains(tc.args, "--prior-weight"); p.weightSet != pinned {
+				t.Errorf("prior weight set = %v, want %v (a given --prior-weight is served in place of the calibrated one)", p.weightSet, pinned)
 			}
 		})
 	}

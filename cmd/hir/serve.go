@@ -179,7 +179,8 @@ func serve(ctx context.Context, e *env, cfg serveConfig) error {
 	srv, err := serving.New(serving.Options{Logger: logger, APIKeys: cfg.apiKeys, ReadAuth: cfg.readAuth,
 		RatePerSecond: cfg.ratePerSecond, RateBurst: cfg.rateBurst, MaxClockSkew: cfg.maxClockSkew,
 		MaxInFlight: cfg.maxInFlight, MaxQueueWait: cfg.maxQueueWait,
-		Retrieval: retrieval.Options{Rank: cfg.prior.options(), Weights: cfg.prior.weights(), Build: cfg.build(logger),
+		Retrieval: retrieval.Options{Rank: cfg.prior.options(), Weights: cfg.prior.weights(), CalibratedPrior: !cfg.prior.weightSet,
+			Build:        cfg.build(logger),
 			TextIndexDir: filepath.Join(cfg.dataDir, textIndexDir),
 			EmbedBatch:   retrieval.EmbedBatchOptions{Max: cfg.embedBatch}, NarrowRequestView: cfg.narrowView}}, log, store)
 	if err != nil {
@@ -198,7 +199,7 @@ func serve(ctx context.Context, e *env, cfg serveConfig) error {
 	train.Logger = logger
 	if _, err := srv.AttachTrainer(serving.TrainerOptions{
 		Job: retrieval.NewTrainJob(store, retrieval.JobOptions{DataDir: cfg.dataDir, Train: train, Build: cfg.build(logger),
-			KeepVersions: cfg.keepModels}),
+			Calibrate: cfg.prior.calibrate(cfg.prior.coWeight, logger), KeepVersions: cfg.keepModels}),
 		Every: cfg.trainEvery,
 	}); err != nil {
 		return errors.Join(err, srv.Close())

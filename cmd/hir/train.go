@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/hir-ads/hir/model"
+	"github.com/hir-ads/hir/retrieval"
 )
 
 func runTrain(ctx context.Context, e *env, args []string) error {
@@ -20,6 +21,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	fs.BoolVar(&cfg.Resume, "resume", false, "continue from the latest checkpoint")
 	trainFlags(fs, &cfg)
 	fs.BoolVar(&cfg.Synchronous, "sync", false, "sample on the training goroutine (no pipelined loader)")
+	calibrate := fs.Bool("calibrate", true, "calibrate the version's engagement-prior weight for serving on the events after the trainer's split (retrieval.Calibrate)")
 	debugAddr := fs.String("debug-addr", "", "serve Go's profiles (net/http/pprof, /debug/pprof/) on this address while training, e.g. 127.0.0.1:6060 (empty: off; unauthenticated, keep it on loopback)")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -52,7 +54,18 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	return json.NewEncoder(e.stdout).Encode(map[string]any{"version": ck.Version, "dir": ck.Dir, "metrics": ck.Metrics})
+	out := map[string]any{"version": ck.Version, "dir": ck.Dir, "metrics": ck.Metrics}
+	if *calibrate {
+		prior := defaultPriorFlags()
+		c, err := retrieval.CalibrateVersion(ctx, ck.Dir, ck.Metrics.SplitTS, store, *prior.calibrate(prior.coWeight, e.logger))
+		if err != nil {
+			return err
+		}
+		if c != nil {
+			out["calibration"] = c
+		}
+	}
+	return json.NewEncoder(e.stdout).Encode(out)
 }
 
 // trainFlags registers the model and training flags that `hir train` and

@@ -1,0 +1,152 @@
+package retrieval
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/hir-ads/hir/graph"
+	"github.com/hir-ads/hir/model"
+	"github.com/hir-ads/hir/rank"
+)
+
+const calT0 = int64(1_700_000_000_000)
+
+// trendingStore returns a world whose engagement after cut goes to the
+// five ads that trend just before it: every user clicks six random ads
+// over ten days, then, in the last day before cut, half the users click
+// ads 0-4; after cut, the other users click ads 0-4. Popularity predicts
+// the held-out clicks and nothing else does.
+func trendingStore(t *testing.T) (*graph.Store, int64) {
+	t.Helper()
+	store := graph.NewStore(graph.Options{})
+	const ads, users = 60, 40
+	for i := range ads {
+		if _, err := store.UpsertEntity(graph.Entity{Type: graph.NodeAd, ID: fmt.Sprintf("a%d", i), Text: fmt.Sprintf("topic%d item%d", i%6, i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const minute = 60_000
+	cut := calT0 + 11*24*60*minute
+	click := func(u, a int, ts int64) {
+		t.Helper()
+		ev := graph.Event{Src: graph.Ref{Type: graph.NodeUser, ID: fmt.Sprintf("u%d", u)},
+			Dst: graph.Ref{Type: graph.NodeAd, ID: fmt.Sprintf("a%d", a)}, Type: graph.EdgeClick, TS: ts, Weight: 1}
+		if _, err := store.AddEvent(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for u := range users {
+		for j := range 6 {
+			click(u, 5+(u*7+j*11)%(ads-5), calT0+int64(u*100+j)*minute)
+		}
+		for a := range 5 {
+			if u%2 == 0 {
+				click(u, a, cut-24*60*minute+int64(u*10+a)*minute) // trending before the cut
+			} else {
+				click(u, a, cut+int64(u*10+a)*minute) // held out
+			}
+		}
+	}
+	return store, cut
+}
+
+// tinyTrained trains a tiny model on store into a new data directory and
+// returns its version directory.
+func tinyTrained(t *testing.T, store *graph.Store) (string, *model.Checkpoint) {
+	t.Helper()
+	var cfg model.TrainConfig
+	cfg.Model = model.Config{Dim: 16, Heads: 2, Layers: 1, FFNDim: 32, EmbedDim: 16, HashK: 8, HashDim: 16,
+		TextBkts: 512, TextLen: 8, AttrBkts: 64, AttrLen: 4, VectorDim: 4, Prototypes: []int{4, 8}, Spectral: 8}
+	cfg.Sampler.Teacher = graph.ViewOptions{MaxNodes: 8, Hops: 2}
+	cfg.Sampler.Student = graph.ViewOptions{MaxNodes: 4, Hops: 1}
+	cfg.Pairs, cfg.Steps = 8, 2
+	ck, err := model.Train(context.Background(), store, cfg, t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ck.Dir, ck
+}
+
+// TestCalibrate checks that the calibration finds the prior's weight where
+// popularity predicts the held-out engagement, scores as of the cut (the
+// held-out clicks neither count as seen nor reach the counts), and that a
+// version carries it to the engines that serve it.
+func TestCalibrate(t *testing.T) {
+	ctx := context.Background()
+	store, cut := trendingStore(t)
+	dir, _ := tinyTrained(t, store)
+	co := rank.DefaultWeights().CoEngagement
+	opts := CalibrateOptions{Rank: rank.DefaultOptions(), CoEngagement: co, PriorWeights: []float32{0, 1, 3}, Seed: 1}
+	c, err := CalibrateVersion(ctx, dir, cut, store, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c == nil || len(c.Points) != 3 || c.Users != 20 || c.Cut != cut || c.CoEngagementWeight != co {
+		t.Fatalf("calibration = %+v, want 3 points over the 20 held-out users at the cut", c)
+	}
+	if c.PriorWeight == 0 || c.Points[0].Recall >= 1 {
+		t.Errorf("calibration chose prior weight %v (points %+v); popularity finds the held-out ads, want a positive weight", c.PriorWeight, c.Points)
+	}
+	for _, p := range c.Points[1:] {
+		if p.Recall != 1 {
+			t.Errorf("prior weight %v: recall %v, want 1 (the five trending ads rank first)", p.PriorWeight, p.Recall)
+		}
+	}
+	m, err := model.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m.Calibration(); got == nil || got.PriorWeight != c.PriorWeight {
+		t.Fatalf("loaded calibration = %+v, want prior weight %v", got, c.PriorWeight)
+	}
+	for _, tc := range []struct {
+		name       string
+		calibrated bool
+		want       float32
+	}{
+		{"calibrated", true, c.PriorWeight},
+		{"pinned", false, 0.25},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			eng, err := NewEngine(store, Options{Rank: rank.DefaultOptions(), Weights: rank.Weights{Prior: 0.25, CoEngagement: co},
+				CalibratedPrior: tc.calibrated, NoKeywords: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer eng.Close()
+			if got := eng.Weights(); got.Prior != 0.25 {
+				t.Errorf("weights before a generation = %+v, want the options'", got)
+			}
+			s, err := Build(ctx, m, store, store.MaxTS(), BuildOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := s.Gen.Metrics["calibrated_prior_weight"]; got != float64(c.PriorWeight) {
+				t.Errorf("generation metric calibrated_prior_weight = %v, want %v", got, c.PriorWeight)
+			}
+			if err := eng.Publish(ctx, s); err != nil {
+				t.Fatal(err)
+			}
+			if got := eng.Weights(); got.Prior != tc.want || got.CoEngagement != co {
+				t.Errorf("weights = %+v, want prior %v, co-engagement %v", got, tc.want, co)
+			}
+		})
+	}
+}
+
+// TestCalibrateNothingHeldOut checks that a cut after every event leaves
+// the version uncalibrated.
+func TestCalibrateNothingHeldOut(t *testing.T) {
+	store, _ := trendingStore(t)
+	dir, _ := tinyTrained(t, store)
+	c, err := CalibrateVersion(context.Background(), dir, store.MaxTS()+1, store, CalibrateOptions{Rank: rank.DefaultOptions()})
+	if err != nil || c != nil {
+		t.Fatalf("CalibrateVersion = %+v, %v; want nil, nil", c, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, model.FileCalibration)); !os.IsNotExist(err) {
+		t.Errorf("calibration file written without a calibration: %v", err)
+	}
+}
