@@ -32,8 +32,8 @@ const (
 	// training (WriteCalibration); a version may have none.
 	FileCalibration = "calibration.json"
 	FileChecksums   = "checksums.json" // SHA-256 of the files above, written last
-	modelsDir      = "models"
-	weightsMagic   = "hir-weights-v1"
+	modelsDir       = "models"
+	weightsMagic    = "hir-weights-v1"
 
 	// tmpPrefix names a version directory being written and
 	// candidatePrefix a candidate written but not yet accepted; neither is

@@ -3,8 +3,8 @@ package main
 import (
 	"flag"
 	"io"
-	"strings"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
