@@ -655,11 +655,11 @@ func (m *Model) Refit(ctx gocontext.Context, store *graph.Store, asOf int64) (*M
 		return m, nil
 	}
 	c := *m
-	feat, err := newFeaturizer(m.cfg.Model)
+	cfg, seed := m.cfg.Model, m.cfg.Train.Seed
+	feat, err := newFeaturizer(cfg)
 	if err != nil {
 		return nil, err
 	}
-	cfg, seed := m.cfg.Model, m.cfg.Train.Seed
 	sm := graph.NewSampler(store, m.cfg.Train.Sampler)
 	spec, err := fitSpectral(ctx, store, sm, cfg.Spectral, asOf, seed, nil, feat.contentBuckets(store), cfg.SpectralContent, cfg.SpectralProfile)
 	if err != nil {
@@ -671,10 +671,12 @@ func (m *Model) Refit(ctx gocontext.Context, store *graph.Store, asOf int64) (*M
 			return nil, fmt.Errorf("refit spectral factors: %w", err)
 		}
 	}
+	// The table is set before the predictor's embeddings: the featurizer
+	// caches each node's row of it with the node's features.
+	feat.spec = spec
 	if err := fitPredictorNative(ctx, spec, store, sm, feat, ne, cfg, seed); err != nil {
 		return nil, err
 	}
-	feat.spec = spec
 	c.feat = feat
 	return &c, nil
 }

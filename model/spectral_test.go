@@ -758,6 +758,27 @@ func TestRefit(t *testing.T) {
 	if same(trained, got) {
 		t.Errorf("the refit embeds as the trained model, whose factors saw every event")
 	}
+	// Refit as of the newest event, the model embeds every user and ad as
+	// trained.
+	again, err := m.Refit(ctx, w.store, w.store.MaxTS())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := append(slices.Clone(w.users), w.ads...)
+	a, err := again.Embed(ctx, w.store, ids, w.store.MaxTS())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := m.Embed(ctx, w.store, ids, w.store.MaxTS())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !same(a, b) {
+		t.Errorf("refit as of the newest event embeds otherwise than the trained model")
+	}
+	if vek32.Norm(a[0][cfg.Model.EmbedDim:]) == 0 {
+		t.Errorf("a user with a history has no spectral factors after the refit")
+	}
 	if m.Calibration() != nil {
 		t.Errorf("a version without calibration has one: %+v", m.Calibration())
 	}

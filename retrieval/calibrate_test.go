@@ -79,7 +79,7 @@ func TestCalibrate(t *testing.T) {
 	store, cut := trendingStore(t)
 	dir, _ := tinyTrained(t, store)
 	co := rank.DefaultWeights().CoEngagement
-	opts := CalibrateOptions{Rank: rank.DefaultOptions(), CoEngagement: co, PriorWeights: []float32{0, 1, 3}, Seed: 1}
+	opts := CalibrateOptions{Rank: rank.DefaultOptions(), CoEngagement: co, PriorWeights: []float32{0, 1, 3}, Recent: -1, Seed: 1}
 	c, err := CalibrateVersion(ctx, dir, cut, store, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -94,6 +94,17 @@ func TestCalibrate(t *testing.T) {
 		if p.Recall != 1 {
 			t.Errorf("prior weight %v: recall %v, want 1 (the five trending ads rank first)", p.PriorWeight, p.Recall)
 		}
+	}
+	// Only the latest share of the events: the cut moves later, fewer
+	// users are ranked.
+	late := opts
+	late.Recent, late.Cut = 0.05, cut
+	lc, err := Calibrate(ctx, mustLoad(t, dir), store, late)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lc.Cut <= cut || lc.Users >= c.Users || lc.Users == 0 {
+		t.Errorf("latest 5%%: cut %d, %d users; want after %d, fewer than %d", lc.Cut, lc.Users, cut, c.Users)
 	}
 	m, err := model.Load(dir)
 	if err != nil {
@@ -142,11 +153,20 @@ func TestCalibrate(t *testing.T) {
 func TestCalibrateNothingHeldOut(t *testing.T) {
 	store, _ := trendingStore(t)
 	dir, _ := tinyTrained(t, store)
-	c, err := CalibrateVersion(context.Background(), dir, store.MaxTS()+1, store, CalibrateOptions{Rank: rank.DefaultOptions()})
+	c, err := CalibrateVersion(context.Background(), dir, store.MaxTS()+1, store, CalibrateOptions{Rank: rank.DefaultOptions(), Recent: -1})
 	if err != nil || c != nil {
 		t.Fatalf("CalibrateVersion = %+v, %v; want nil, nil", c, err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, model.FileCalibration)); !os.IsNotExist(err) {
 		t.Errorf("calibration file written without a calibration: %v", err)
 	}
+}
+
+func mustLoad(t *testing.T, dir string) *model.Model {
+	t.Helper()
+	m, err := model.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
