@@ -30,9 +30,9 @@ const (
 )
 
 // DefaultCalibratePriorWeights are the prior weights [Calibrate] tries.
-// Above 2 the MovieLens-100K validation window's next-event hit rate
-// fell (replay hit@20 0.291 at 2, 0.257 at 4) while the horizon's recall,
-// which the calibration scores, did not rise (docs/evaluation.md).
+// Above 2 the MovieLens-100K validation window's next-event hit rate fell
+// (replay hit@20 0.291 at 2, 0.257 at 4), which the calibration, scoring
+// the horizon, does not see (docs/evaluation.md).
 var DefaultCalibratePriorWeights = []float32{0, 0.125, 0.25, 0.5, 1, 1.5, 2}
 
 // CalibrateOptions configures [Calibrate].
@@ -56,7 +56,6 @@ type CalibrateOptions struct {
 	// PriorWeights are the candidates (default
 	// DefaultCalibratePriorWeights).
 	PriorWeights []float32
-
 	// Users bounds the users ranked (a seeded sample; default
 	// DefaultCalibrateUsers), K the metrics' cut-off (default
 	// DefaultCalibrateK).
