@@ -99,6 +99,13 @@ type Config struct {
 	// row, and such a user folds in its buckets' rows. Negative: a user
 	// without history has no factors. Zero selects the default.
 	SpectralProfile int `json:"spectral_profile"`
+	// SpectralProfileDays is the half-life, in days, of a user's weight in
+	// its buckets' profile rows by how long before the fit it arrived (its
+	// first engagement): a new visitor is served what the users who share
+	// its profile and arrived recently engage with, not what all of them
+	// did over the years. Negative: every user weighs alike. Zero selects
+	// the default.
+	SpectralProfileDays float64 `json:"spectral_profile_days"`
 
 	// Prototypes are the number of interest primitives per level, coarse to fine.
 	Prototypes []int `json:"prototypes"`
@@ -124,6 +131,10 @@ func (c Config) ServedDim() int { return c.EmbedDim + max(c.Spectral, 0) }
 // maxSpectral bounds Config.Spectral.
 const maxSpectral = 512
 
+// DefaultSpectralProfileDays is Config.SpectralProfileDays' default, chosen
+// on the MovieLens-100K validation window (docs/evaluation.md).
+const DefaultSpectralProfileDays = 7
+
 // Forms of Config.Activity.
 const (
 	// ActivityShared: counts in the anchor's token and a shared MLP's
@@ -138,7 +149,7 @@ const (
 func DefaultConfig() Config {
 	return Config{
 		Dim: 64, Heads: 4, Layers: 2, FFNDim: 128, EmbedDim: 64,
-		HashK: 16, HashDim: 64, IDRows: -1, Activity: ActivityTyped, History: 32, Spectral: 128, SpectralWeight: 2, SpectralContent: -1, SpectralProfile: 20,
+		HashK: 16, HashDim: 64, IDRows: -1, Activity: ActivityTyped, History: 32, Spectral: 128, SpectralWeight: 2, SpectralContent: -1, SpectralProfile: 20, SpectralProfileDays: DefaultSpectralProfileDays,
 		TextBkts: 1 << 14, TextLen: 24, AttrBkts: 1 << 10, AttrLen: 8, VectorDim: 32,
 		Prototypes:    []int{16, 64, 256},
 		StudentTemp:   0.1,
@@ -180,6 +191,9 @@ func (c Config) WithDefaults() Config {
 		c.SpectralContent = d.SpectralContent
 	}
 	setInt(&c.SpectralProfile, d.SpectralProfile)
+	if c.SpectralProfileDays == 0 {
+		c.SpectralProfileDays = d.SpectralProfileDays
+	}
 	setInt(&c.SinkhornIters, d.SinkhornIters)
 	if len(c.Prototypes) == 0 {
 		c.Prototypes = d.Prototypes
@@ -229,6 +243,9 @@ func (c Config) Validate() error {
 	}
 	if c.Spectral > maxSpectral {
 		return fmt.Errorf("%w: spectral %d, want <= %d", ErrBadConfig, c.Spectral, maxSpectral)
+	}
+	if math.IsNaN(c.SpectralProfileDays) || math.IsInf(c.SpectralProfileDays, 0) {
+		return fmt.Errorf("%w: spectral_profile_days %v, want a finite half-life", ErrBadConfig, c.SpectralProfileDays)
 	}
 	if math.IsNaN(c.SpectralContent) || math.IsInf(c.SpectralContent, 0) {
 		return fmt.Errorf("%w: spectral_content %v, want a finite weight", ErrBadConfig, c.SpectralContent)

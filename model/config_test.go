@@ -26,6 +26,7 @@ func TestConfigValidate(t *testing.T) {
 		{"NaN content weight", func(c *Config) { c.SpectralContent = math.NaN() }, false},
 		{"infinite content weight", func(c *Config) { c.SpectralContent = math.Inf(1) }, false},
 		{"no profile factors", func(c *Config) { c.SpectralProfile = -1 }, true},
+		{"NaN profile half-life", func(c *Config) { c.SpectralProfileDays = math.NaN() }, false},
 		{"history too long", func(c *Config) { c.History = graph.MaxHistory + 1 }, false},
 		{"heads do not divide dim", func(c *Config) { c.Heads = 5 }, false},
 		{"one prototype", func(c *Config) { c.Prototypes = []int{1} }, false},
@@ -54,6 +55,8 @@ func TestConfigDefaults(t *testing.T) {
 		{"profile factors by default", func(c *Config) { c.SpectralProfile = 0 }, func(c Config) bool { return c.SpectralProfile == d.SpectralProfile && c.SpectralProfile > 0 }},
 		{"profile factors off", func(c *Config) { c.SpectralProfile = -1 }, func(c Config) bool { return c.SpectralProfile < 0 }},
 		{"profile threshold kept", func(c *Config) { c.SpectralProfile = 3 }, func(c Config) bool { return c.SpectralProfile == 3 }},
+		{"profile half-life by default", func(c *Config) { c.SpectralProfileDays = 0 }, func(c Config) bool { return c.SpectralProfileDays == DefaultSpectralProfileDays }},
+		{"profile half-life off", func(c *Config) { c.SpectralProfileDays = -1 }, func(c Config) bool { return c.SpectralProfileDays < 0 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var c Config

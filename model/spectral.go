@@ -166,6 +166,7 @@ func (t *spectralTable) fold(dst []float32, rows []int32, w []float32) bool {
 type spectralEntry struct {
 	u, a int32
 	w    float64
+	ts   int64
 }
 
 // fitSpectral computes the spectral factors of the user-ad engagements of
@@ -179,14 +180,15 @@ type spectralEntry struct {
 // ad without engagement yet gets its row from its content (the buckets'
 // degree normalisation weighs a bucket down the more ads share it, as
 // inverse document frequency does). With minProfile > 0, users' profile
-// buckets (content of a user) get rows too (fitProfile). With prev (the table of the version a run resumes
+// buckets (content of a user) get rows too (fitProfile, each user weighed
+// by how recently it arrived, profileDays). With prev (the table of the version a run resumes
 // from) of the same k, the factors are rotated onto prev's on the ads both
 // know (orthogonal Procrustes), so that an ad's factors stay put from one
 // version to the next (a served vector kept by a client, or two versions
 // compared, read in the same coordinates); otherwise each factor's largest
 // entry is made positive. Deterministic for the same edges and seed.
 func fitSpectral(ctx gocontext.Context, store *graph.Store, sm *graph.Sampler, k int, asOf int64, seed uint64, prev *spectralTable,
-	content func(ad graph.NodeID) []int32, alpha float64, minProfile int) (*spectralTable, error) {
+	content func(ad graph.NodeID) []int32, alpha float64, minProfile int, profileDays float64) (*spectralTable, error) {
 	nUsers, nAds := store.NumNodes(graph.NodeUser), store.NumNodes(graph.NodeAd)
 	userRow, adRow := make([]int32, nUsers), make([]int32, nAds)
 	for i := range userRow {
@@ -220,7 +222,7 @@ func fitSpectral(ctx gocontext.Context, store *graph.Store, sm *graph.Sampler, k
 		}
 		first[adRow[e.Nbr.Idx]] = min(first[adRow[e.Nbr.Idx]], e.TS)
 		w := float64(p) * math.Exp2(-float64(max(asOf-e.TS, 0))/halfMS)
-		ents = append(ents, spectralEntry{userRow[src.Idx], adRow[e.Nbr.Idx], w})
+		ents = append(ents, spectralEntry{userRow[src.Idx], adRow[e.Nbr.Idx], w, e.TS})
 		return true
 	})
 	engaged := len(adIdx)
@@ -244,7 +246,7 @@ func fitSpectral(ctx gocontext.Context, store *graph.Store, sm *graph.Sampler, k
 					bucketRow[b] = r
 					nu++
 				}
-				ents = append(ents, spectralEntry{r, adRow[idx], w})
+				ents = append(ents, spectralEntry{r, adRow[idx], w, 0})
 			}
 		}
 	}
@@ -378,7 +380,7 @@ func fitSpectral(ctx gocontext.Context, store *graph.Store, sm *graph.Sampler, k
 	}
 	t.scaleContentRows()
 	if content != nil && minProfile > 0 {
-		t.fitProfile(ents, userIdx, func(u uint32) []int32 { return content(graph.NodeID{Type: graph.NodeUser, Idx: u}) }, minProfile)
+		t.fitProfile(ents, userIdx, func(u uint32) []int32 { return content(graph.NodeID{Type: graph.NodeUser, Idx: u}) }, minProfile, profileDays, asOf)
 	}
 	t.buildIndex()
 	return t, nil
@@ -389,9 +391,20 @@ func fitSpectral(ctx gocontext.Context, store *graph.Store, sm *graph.Sampler, k
 // the normalised matrix's) folds in its engaged ads' rows, and each of
 // the users' profile buckets (buckets(u)) shared by at least minUsers of
 // them gets the mean of their unit fold-ins.
-func (t *spectralTable) fitProfile(ents []spectralEntry, userIdx []uint32, buckets func(u uint32) []int32, minUsers int) {
+func (t *spectralTable) fitProfile(ents []spectralEntry, userIdx []uint32, buckets func(u uint32) []int32, minUsers int,
+	halfLifeDays float64, asOf int64) {
 	k := t.K
 	folds := make([]float32, len(userIdx)*k)
+	start := make([]int64, len(userIdx))
+	for i := range start {
+		start[i] = math.MaxInt64
+	}
+	for _, e := range ents {
+		if int(e.u) < len(userIdx) {
+			start[e.u] = min(start[e.u], e.ts)
+		}
+	}
+	halfMS := halfLifeDays * 86400e3
 	for _, e := range ents {
 		if int(e.u) >= len(userIdx) {
 			continue // a content pseudo-user
@@ -409,6 +422,9 @@ func (t *spectralTable) fitProfile(ents []spectralEntry, userIdx []uint32, bucke
 			continue
 		}
 		normalize(f)
+		if halfMS > 0 {
+			vek32.MulNumber_Inplace(f, float32(math.Exp2(-float64(max(asOf-start[i], 0))/halfMS)))
+		}
 		for _, b := range buckets(u) {
 			sum := sums[b]
 			if sum == nil {
@@ -661,7 +677,7 @@ func (m *Model) Refit(ctx gocontext.Context, store *graph.Store, asOf int64) (*M
 		return nil, err
 	}
 	sm := graph.NewSampler(store, m.cfg.Train.Sampler)
-	spec, err := fitSpectral(ctx, store, sm, cfg.Spectral, asOf, seed, nil, feat.contentBuckets(store), cfg.SpectralContent, cfg.SpectralProfile)
+	spec, err := fitSpectral(ctx, store, sm, cfg.Spectral, asOf, seed, nil, feat.contentBuckets(store), cfg.SpectralContent, cfg.SpectralProfile, cfg.SpectralProfileDays)
 	if err != nil {
 		return nil, fmt.Errorf("refit spectral factors: %w", err)
 	}

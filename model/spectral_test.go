@@ -12,6 +12,7 @@ import (
 	"reflect"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/viterin/vek/vek32"
 	"gonum.org/v1/gonum/mat"
@@ -22,7 +23,7 @@ import (
 func fitTestSpectral(t *testing.T, w *synthWorld, k int, seed uint64, prev *spectralTable) *spectralTable {
 	t.Helper()
 	sm := graph.NewSampler(w.store, graph.SamplerOptions{})
-	tbl, err := fitSpectral(gocontext.Background(), w.store, sm, k, w.store.MaxTS(), seed, prev, nil, 0, 0)
+	tbl, err := fitSpectral(gocontext.Background(), w.store, sm, k, w.store.MaxTS(), seed, prev, nil, 0, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -542,10 +543,13 @@ func TestFitProfile(t *testing.T) {
 	tbl := &spectralTable{K: 2, IDs: []string{"a", "b"}, Rows: []float32{1, 0, 0, 1}, Fold: []float32{1, 1}}
 	// Users 0-2 (store indices 10-12): 0 engages a twice as much as b, 1 only b,
 	// 2 only a; row 3 is a content pseudo-user, past the users.
-	ents := []spectralEntry{{0, 0, 2}, {0, 1, 1}, {1, 1, 0.5}, {2, 0, 3}, {3, 1, 9}}
+	// User 0 arrived a day before the fit, 1 at it, 2 two days before.
+	const day = int64(24 * time.Hour / time.Millisecond)
+	asOf := 10 * day
+	ents := []spectralEntry{{0, 0, 2, asOf - day}, {0, 1, 1, asOf}, {1, 1, 0.5, asOf}, {2, 0, 3, asOf - 2*day}, {3, 1, 9, 0}}
 	userIdx := []uint32{10, 11, 12}
 	buckets := map[uint32][]int32{10: {7, 8}, 11: {7}, 12: {7, 9}}
-	tbl.fitProfile(ents, userIdx, func(u uint32) []int32 { return buckets[u] }, 2)
+	tbl.fitProfile(ents, userIdx, func(u uint32) []int32 { return buckets[u] }, 2, -1, asOf)
 	tbl.buildIndex()
 	if !slices.Equal(tbl.Profile, []int32{7}) {
 		t.Fatalf("profile buckets %v, want [7] (8 and 9 have one user each)", tbl.Profile)
@@ -564,7 +568,15 @@ func TestFitProfile(t *testing.T) {
 	if tbl.profileFold(dst, []int32{8, 9}) || vek32.Norm(dst) != 0 {
 		t.Errorf("fold of buckets without rows: %v, want zeros and false", dst)
 	}
-	tbl.fitProfile(ents, userIdx, func(u uint32) []int32 { return buckets[u] }, 4)
+	// Weighed by arrival with a one-day half-life: 1/2, 1 and 1/4.
+	tbl.fitProfile(ents, userIdx, func(u uint32) []int32 { return buckets[u] }, 2, 1, asOf)
+	want = []float32{(0.5*2*s + 0 + 0.25) / 3, (0.5*s + 1 + 0) / 3}
+	for j := range want {
+		if math.Abs(float64(tbl.ProfileRows[j]-want[j])) > 1e-6 {
+			t.Fatalf("row of bucket 7 weighed by arrival %v, want %v", tbl.ProfileRows, want)
+		}
+	}
+	tbl.fitProfile(ents, userIdx, func(u uint32) []int32 { return buckets[u] }, 4, -1, asOf)
 	if len(tbl.Profile) != 0 || len(tbl.ProfileRows) != 0 {
 		t.Errorf("at least 4 users: buckets %v, want none", tbl.Profile)
 	}
@@ -682,7 +694,7 @@ func contentFitter(t *testing.T, w *synthWorld, mc Config) (*featurizer, func(al
 	sm := graph.NewSampler(w.store, graph.SamplerOptions{})
 	return feat, func(alpha float64, minProfile int) *spectralTable {
 		t.Helper()
-		tbl, err := fitSpectral(gocontext.Background(), w.store, sm, 4, w.store.MaxTS(), 1, nil, feat.contentBuckets(w.store), alpha, minProfile)
+		tbl, err := fitSpectral(gocontext.Background(), w.store, sm, 4, w.store.MaxTS(), 1, nil, feat.contentBuckets(w.store), alpha, minProfile, -1)
 		if err != nil {
 			t.Fatal(err)
 		}
