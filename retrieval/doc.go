@@ -45,8 +45,15 @@
 // Building: [Build] embeds every node and builds the index and catalogue;
 // [Save], [Load] and [Open] persist a generation next to its checkpoint
 // (the embeddings file format is in [WriteEmbeddingsFile]); [NewTrainJob]
-// is the standard training round (train, validate against the serving
-// model, build).
+// is the standard training round (train, calibrate, validate against the
+// serving model, build).
+//
+// Calibration: [Calibrate] chooses a trained version's serving prior
+// weight by ranking, through this package's own path, the engagements of
+// the latest events as of before them (the graph cut there with
+// graph.Store.Until, the spectral factors refitted with
+// model.Model.Refit); [CalibrateVersion] stores the result in the version,
+// and an engine with Options.CalibratedPrior serves it ([Engine.Weights]).
 //
 // Dependencies: retrieval imports model, index, graph and rank, never the
 // HTTP layer; package eval uses it directly.
