@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 
 	"github.com/hir-ads/hir/eventlog"
 	"github.com/hir-ads/hir/graph"
@@ -52,8 +53,8 @@ func parseTime(s string) (int64, error) {
 		return 0, nil
 	}
 	raw := json.RawMessage(s)
-	if s[0] < '0' || s[0] > '9' {
-		raw, _ = json.Marshal(s)
+	if strings.ContainsFunc(s, func(r rune) bool { return r < '0' || r > '9' }) {
+		raw, _ = json.Marshal(s) // RFC 3339, whose year starts with a digit too
 	}
 	return graph.ParseTimestamp(raw)
 }
