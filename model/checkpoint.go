@@ -250,7 +250,7 @@ func writeChecksumsTo(dir, path string) error {
 
 // Calibration is what a version's serving weights were calibrated to
 // (retrieval.Calibrate): the engagement prior's weight that ranked the
-// events after the trainer's split best, scored as of the split.
+// engagements at or after Cut best, scored as of just before it.
 type Calibration struct {
 	// PriorWeight is the chosen weight of the engagement prior.
 	PriorWeight float32 `json:"prior_weight"`

@@ -68,13 +68,35 @@ type CalibrateOptions struct {
 	Logger *slog.Logger
 }
 
+func (o *CalibrateOptions) applyDefaults() {
+	if o.PriorWeights == nil {
+		o.PriorWeights = DefaultCalibratePriorWeights
+	}
+	if o.Recent == 0 {
+		o.Recent = DefaultCalibrateRecent
+	}
+	if o.Users <= 0 {
+		o.Users = DefaultCalibrateUsers
+	}
+	if o.K <= 0 {
+		o.K = DefaultCalibrateK
+	}
+	if o.MaxAds <= 0 {
+		o.MaxAds = DefaultCalibrateMaxAds
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
 // ErrNotCalibrated reports a store [Calibrate] does not calibrate on: too
 // many ads, or no engagement after the cut to rank.
 var ErrNotCalibrated = errors.New("not calibrated")
 
 // Calibrate chooses the engagement prior's weight for model m on store, as
-// the served path would rank with it: the graph as of just before o.Cut
-// (graph.Store.Until), m's spectral factors fitted again on it
+// the served path would rank with it: the graph as of just before the cut
+// (o.Cut, or the start of the latest o.Recent share of the events when
+// that is later; graph.Store.Until), m's spectral factors fitted again on it
 // (model.Model.Refit), a generation built and published on it with o.Rank,
 // then every candidate weight's retrieval for up to o.Users users with
 // positive engagements at or after the cut (as of the cut, seen ads
@@ -85,20 +107,9 @@ var ErrNotCalibrated = errors.New("not calibrated")
 // planted interests almost nothing (docs/evaluation.md).
 func Calibrate(ctx context.Context, m *model.Model, store *graph.Store, o CalibrateOptions) (*model.Calibration, error) {
 	start := time.Now()
-	if o.PriorWeights == nil {
-		o.PriorWeights = DefaultCalibratePriorWeights
-	}
-	o.Users = cmpOr(o.Users, DefaultCalibrateUsers)
-	o.K = cmpOr(o.K, DefaultCalibrateK)
-	o.MaxAds = cmpOr(o.MaxAds, DefaultCalibrateMaxAds)
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
+	o.applyDefaults()
 	if n := store.NumNodes(graph.NodeAd); n > o.MaxAds {
 		return nil, fmt.Errorf("calibrate: %w: %d ads (at most %d)", ErrNotCalibrated, n, o.MaxAds)
-	}
-	if o.Recent == 0 {
-		o.Recent = DefaultCalibrateRecent
 	}
 	if o.Recent > 0 && o.Recent < 1 {
 		o.Cut = max(o.Cut, recentCut(store, o.Recent))
@@ -233,13 +244,6 @@ func rankingScores(cands []Candidate, relevant map[uint32]bool, k int) (recall, 
 	return float64(hits) / float64(len(relevant)), dcg / idcg
 }
 
-// cmpOr returns v, or def when v is not positive.
-func cmpOr(v, def int) int {
-	if v > 0 {
-		return v
-	}
-	return def
-}
 
 // CalibrateVersion calibrates the model version in dir, trained on store
 // with its split at split (model.TrainMetrics.SplitTS), and adds the

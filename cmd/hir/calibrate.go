@@ -43,11 +43,7 @@ func runCalibrate(ctx context.Context, e *env, args []string) error {
 		}
 		*dir = latest
 	}
-	asOf, err := parseTime(*asOfFlag)
-	if err != nil {
-		return fmt.Errorf("--asof: %w", err)
-	}
-	store, err := loadGraph(ctx, *data, asOf, e.logger)
+	store, err := loadGraphAsOf(ctx, *data, *asOfFlag, e.logger)
 	if err != nil {
 		return err
 	}

@@ -47,6 +47,16 @@ func loadGraph(ctx context.Context, dir string, asOf int64, logger *slog.Logger)
 	return store, nil
 }
 
+// loadGraphAsOf is loadGraph as of the time asOfFlag names (an --asof
+// flag's value, parseTime's forms; "": every event).
+func loadGraphAsOf(ctx context.Context, dir, asOfFlag string, logger *slog.Logger) (*graph.Store, error) {
+	asOf, err := parseTime(asOfFlag)
+	if err != nil {
+		return nil, fmt.Errorf("--asof: %w", err)
+	}
+	return loadGraph(ctx, dir, asOf, logger)
+}
+
 // parseTime parses a flag value that is unix milliseconds or RFC 3339; "" is 0.
 func parseTime(s string) (int64, error) {
 	if s == "" {

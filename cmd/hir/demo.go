@@ -19,7 +19,6 @@ import (
 	"github.com/hir-ads/hir/dataset"
 	"github.com/hir-ads/hir/graph"
 	"github.com/hir-ads/hir/model"
-	"github.com/hir-ads/hir/retrieval"
 	"github.com/hir-ads/hir/serving"
 )
 
@@ -111,8 +110,7 @@ func demo(ctx context.Context, e *env, cfg demoConfig) error {
 		if err != nil {
 			return fmt.Errorf("train first model: %w", err)
 		}
-		prior := defaultPriorFlags()
-		if _, err := retrieval.CalibrateVersion(ctx, ck.Dir, ck.Metrics.SplitTS, store, *prior.calibrate(prior.coWeight, e.logger)); err != nil {
+		if _, err := calibrateDefault(ctx, ck, store, e.logger); err != nil {
 			return fmt.Errorf("calibrate first model: %w", err)
 		}
 		e.logger.Info("trained", "version", ck.Version, "elapsed", time.Since(start).Round(time.Millisecond))

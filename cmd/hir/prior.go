@@ -1,12 +1,15 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"log/slog"
 	"strconv"
 	"time"
 
+	"github.com/hir-ads/hir/graph"
+	"github.com/hir-ads/hir/model"
 	"github.com/hir-ads/hir/rank"
 	"github.com/hir-ads/hir/retrieval"
 )
@@ -80,6 +83,14 @@ func (p *priorFlags) check() error {
 // weight for the flags' counters, with co-engagement weight co.
 func (p *priorFlags) calibrate(co float64, logger *slog.Logger) *retrieval.CalibrateOptions {
 	return &retrieval.CalibrateOptions{Rank: p.options(), CoEngagement: float32(co), Logger: logger}
+}
+
+// calibrateDefault calibrates version ck, trained on store, for the
+// service's default counters and co-engagement weight (hir train, hir
+// demo); nil when the store is not calibrated on.
+func calibrateDefault(ctx context.Context, ck *model.Checkpoint, store *graph.Store, logger *slog.Logger) (*model.Calibration, error) {
+	p := defaultPriorFlags()
+	return retrieval.CalibrateVersion(ctx, ck.Dir, ck.Metrics.SplitTS, store, *p.calibrate(p.coWeight, logger))
 }
 
 // weights are the re-rank weights of the flags.

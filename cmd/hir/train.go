@@ -4,11 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
-	"fmt"
 	"sync"
 
 	"github.com/hir-ads/hir/model"
-	"github.com/hir-ads/hir/retrieval"
 )
 
 func runTrain(ctx context.Context, e *env, args []string) error {
@@ -41,11 +39,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		defer stop()
 		wg.Go(func() { serveDebug(dctx, ln, e.logger) })
 	}
-	asOf, err := parseTime(*asOfFlag)
-	if err != nil {
-		return fmt.Errorf("--asof: %w", err)
-	}
-	store, err := loadGraph(ctx, *data, asOf, e.logger)
+	store, err := loadGraphAsOf(ctx, *data, *asOfFlag, e.logger)
 	if err != nil {
 		return err
 	}
@@ -56,8 +50,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	}
 	out := map[string]any{"version": ck.Version, "dir": ck.Dir, "metrics": ck.Metrics}
 	if *calibrate {
-		prior := defaultPriorFlags()
-		c, err := retrieval.CalibrateVersion(ctx, ck.Dir, ck.Metrics.SplitTS, store, *prior.calibrate(prior.coWeight, e.logger))
+		c, err := calibrateDefault(ctx, ck, store, e.logger)
 		if err != nil {
 			return err
 		}
