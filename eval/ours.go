@@ -94,6 +94,9 @@ type OursOptions struct {
 	// from the model's narrow student view, as serving's
 	// retrieval.Options.NarrowRequestView.
 	NarrowRequestView bool
+	// NewAdScale, when positive, serves new ads' spectral factors at this
+	// scale instead of the version's (model.Model.WithNewAdScale).
+	NewAdScale float32
 }
 
 // Ours is our model under evaluation, answered by the service's own
@@ -271,6 +274,11 @@ func (o *Ours) fit(ctx context.Context, train *TrainView) error {
 	}
 	if o.model, err = model.Load(dir); err != nil {
 		return fmt.Errorf("load model: %w", err)
+	}
+	if o.opts.NewAdScale > 0 {
+		if o.model, err = o.model.WithNewAdScale(o.opts.NewAdScale); err != nil {
+			return fmt.Errorf("%w: %w", ErrBadConfig, err)
+		}
 	}
 	if o.engine, err = retrieval.NewEngine(store, retrieval.Options{Rank: o.opts.Rank, Weights: o.opts.Weights, CalibratedPrior: o.opts.CalibratedPrior,
 		Build: o.opts.Build, NoKeywords: true, Logger: o.log, NarrowRequestView: o.opts.NarrowRequestView}); err != nil {

@@ -10,6 +10,7 @@ import (
 	"io"
 	"io/fs"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -249,9 +250,17 @@ func writeChecksumsTo(dir, path string) error {
 }
 
 // Calibration is what a version's serving weights were calibrated to
-// (retrieval.Calibrate): the engagement prior's weight that ranked the
-// engagements at or after Cut best, scored as of just before it.
+// (retrieval.Calibrate): the new-ad scale and the engagement prior's
+// weight that ranked the engagements at or after Cut best, scored as of
+// just before it.
 type Calibration struct {
+	// NewAdScale is the chosen scale of new ads' spectral factors
+	// ([Model.WithNewAdScale]), applied when the version loads; 0: none
+	// chosen (1).
+	NewAdScale float32 `json:"new_ad_scale,omitempty"`
+	// NewAdPoints are its candidates' scores, by scale (PriorWeight and
+	// the co-engagement weight 0: the embeddings alone).
+	NewAdPoints []CalibrationPoint `json:"new_ad_points,omitempty"`
 	// PriorWeight is the chosen weight of the engagement prior.
 	PriorWeight float32 `json:"prior_weight"`
 	// CoEngagementWeight is the co-engagement weight it was chosen with.
@@ -267,9 +276,11 @@ type Calibration struct {
 	Points []CalibrationPoint `json:"points"`
 }
 
-// CalibrationPoint is one candidate prior weight's mean recall@K and
-// NDCG@K over the users.
+// CalibrationPoint is one candidate's mean recall@K and NDCG@K over the
+// users: a prior weight's (Calibration.Points) or a new-ad scale's
+// (Calibration.NewAdPoints).
 type CalibrationPoint struct {
+	NewAdScale  float32 `json:"new_ad_scale,omitempty"`
 	PriorWeight float32 `json:"prior_weight"`
 	Recall      float64 `json:"recall"`
 	NDCG        float64 `json:"ndcg"`
@@ -315,8 +326,8 @@ func readCalibration(dir string) (*Calibration, error) {
 	if err := readJSON(filepath.Join(dir, FileCalibration), &c); err != nil {
 		return nil, err
 	}
-	if !(c.PriorWeight >= 0) || !(c.CoEngagementWeight >= 0) {
-		return nil, fmt.Errorf("read %s: %w: weights %v, %v", FileCalibration, ErrCorrupt, c.PriorWeight, c.CoEngagementWeight)
+	if !(c.PriorWeight >= 0) || !(c.CoEngagementWeight >= 0) || !(c.NewAdScale >= 0) || math.IsInf(float64(c.NewAdScale), 0) {
+		return nil, fmt.Errorf("read %s: %w: weights %v, %v, new-ad scale %v", FileCalibration, ErrCorrupt, c.PriorWeight, c.CoEngagementWeight, c.NewAdScale)
 	}
 	return &c, nil
 }

@@ -32,6 +32,9 @@ type nodeFeatures struct {
 	attrs  []int32       // <= AttrLen bucket ids
 	vec    []float32     // [VectorDim] or nil
 	spec   int32         // the ad's row of the spectral table, or -1
+	// keys are an ad's attribute values, hashed whole (attrKeys): the
+	// keys of the spectral table's attribute rows. Nil for other nodes.
+	keys []uint64
 }
 
 // featurizer turns subgraphs into fixed-shape batch tensors. It caches the
@@ -154,6 +157,35 @@ func attrBuckets(t graph.NodeType, attrs map[string]string, buckets, max int) []
 	return out
 }
 
+// attrKeys returns one key per attribute value of an ad (key and value
+// hashed whole, 64 bits, so that distinct values practically never share
+// one, unlike the encoder's attribute buckets): the keys of the spectral
+// table's attribute rows (spectralTable.Attr).
+func attrKeys(attrs map[string]string) []uint64 {
+	if len(attrs) == 0 {
+		return nil
+	}
+	out := make([]uint64, 0, len(attrs))
+	for k, v := range attrs {
+		out = append(out, hash64(107, k, v))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// adKeys returns a function giving an ad's attribute keys from src
+// (attrKeys; fitSpectral's attribute rows). It reads the entities
+// directly: the featurizer's cache holds each ad's row of the spectral
+// table, which the fit is about to make.
+func adKeys(src Entities) func(id graph.NodeID) []uint64 {
+	return func(id graph.NodeID) []uint64 {
+		if e := src.Entity(id); e != nil {
+			return attrKeys(e.Attrs)
+		}
+		return nil
+	}
+}
+
 // contentBuckets returns a function giving a node's content buckets from
 // src: its text buckets, then its attribute buckets after them (offset by
 // Config.TextBkts), one space for both (fitSpectral's content).
@@ -189,6 +221,9 @@ func (f *featurizer) node(src Entities, id graph.NodeID) *nodeFeatures {
 	if ent != nil {
 		if f.spec != nil && ent.Type == graph.NodeAd {
 			nf.spec = f.spec.row(ent.ID)
+		}
+		if ent.Type == graph.NodeAd {
+			nf.keys = attrKeys(ent.Attrs)
 		}
 		nf.hash = idHash(ent.Type, ent.ID, f.cfg.HashK)
 		nf.idRows = idTableRows(ent.Type, ent.ID, f.cfg.IDRows)
@@ -363,7 +398,9 @@ func (f *featurizer) featurizeFrom(src func(b int) Entities, sgs []*graph.Subgra
 // weighted by HistoryW); an ad anchor its row when it has a history as of
 // the subgraph's time, or when the row came from its content alone (it had
 // no engagement at the fit), as an ad met when serving has none before its
-// first engagement (an anchor-only view has none either). Otherwise out
+// first engagement (an anchor-only view has none either); any other ad the
+// attribute rows of its attribute values (spectralTable.attrFold: the ads
+// of its campaign, advertiser or brand that had engagement). Otherwise out
 // stays zero. It reports whether the anchor got factors. rows is scratch,
 // returned for reuse.
 func (f *featurizer) spectral(src Entities, sg *graph.Subgraph, out []float32, rows []int32) ([]int32, bool) {
@@ -381,6 +418,8 @@ func (f *featurizer) spectral(src Entities, sg *graph.Subgraph, out []float32, r
 		return rows, f.spec.fold(out[:k], rows, sg.HistoryW)
 	case anchor.spec < 0 && sg.Nodes[0].Type == graph.NodeUser && len(sg.History) == 0 && len(f.spec.Profile) > 0:
 		return rows, f.spec.profileFold(out[:k], f.profileBuckets(anchor))
+	case sg.Nodes[0].Type == graph.NodeAd && len(f.spec.Attr) > 0:
+		return rows, f.spec.attrFold(out[:k], anchor.keys)
 	}
 	return rows, false
 }

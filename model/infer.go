@@ -7,6 +7,7 @@ import (
 	G "github.com/gomlx/gomlx/pkg/core/graph" // aliased: the project has its own graph package
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -101,6 +102,9 @@ func load(dir string, native bool) (*Model, error) {
 		if m.feat.spec, err = readSpectral(filepath.Join(dir, FileSpectral), m.cfg.Model.Spectral, m.cfg.Model.EmbedDim); err != nil {
 			return nil, fmt.Errorf("load model: %w", err)
 		}
+		if m.calib != nil && m.calib.NewAdScale > 0 {
+			m.feat.spec = m.feat.spec.withNewAdScale(m.calib.NewAdScale)
+		}
 	}
 	be, err := Backend()
 	if err != nil {
@@ -147,6 +151,40 @@ func dot(a, b []float32) float32 {
 
 // Version returns the checkpoint's version ("vN").
 func (m *Model) Version() string { return m.version }
+
+// WithNewAdScale returns m with new ads' spectral factors scaled by s
+// (> 0): those an ad without engagement of its own gets from the ads that
+// share its attribute values, or from its embedding. At 1 a user scores
+// a new ad about as it scores the engaged ads of the new ad's campaign and
+// advertiser; where new ads draw more engagement than those (a launch), a
+// larger scale ranks them higher. The copy shares m's weights and
+// factors; a model without spectral factors is returned as is. Load
+// applies the version's calibrated scale (Calibration.NewAdScale).
+func (m *Model) WithNewAdScale(s float32) (*Model, error) {
+	if m.feat.spec == nil {
+		return m, nil
+	}
+	if !(s > 0) || math.IsInf(float64(s), 0) {
+		return nil, fmt.Errorf("%w: new-ad scale %v, want > 0", ErrBadConfig, s)
+	}
+	feat, err := newFeaturizer(m.cfg.Model)
+	if err != nil {
+		return nil, err
+	}
+	feat.spec = m.feat.spec.withNewAdScale(s)
+	c := *m
+	c.feat = feat
+	return &c, nil
+}
+
+// NewAdScale returns the scale of new ads' spectral factors
+// (WithNewAdScale), 1 when the model has none set, 0 without factors.
+func (m *Model) NewAdScale() float32 {
+	if m.feat.spec == nil {
+		return 0
+	}
+	return m.feat.spec.newAdScale()
+}
 
 // Calibration returns the version's calibration ([WriteCalibration]), or
 // nil when it has none.

@@ -72,12 +72,28 @@ type spectralTable struct {
 	// engage with. Nil: none.
 	Profile     []int32
 	ProfileRows []float32
+	// Attr lists, in increasing order, the attribute keys (attrKeys: an
+	// ad's attribute values, such as its campaign, advertiser, brand or
+	// category) of the ads engaged at the fit, AttrRows [len(Attr), K]
+	// the mean of those ads' rows and AttrN how many ads share each. An
+	// ad without factors of its own (new, or new since the fit) folds in
+	// the rows of its attribute values (attrFold): what the users of its
+	// campaign's and advertiser's other ads engage with. Nil: none.
+	Attr     []uint64
+	AttrRows []float32
+	AttrN    []int32
 
 	first []int64 // each row's first engagement (unix ms); set by fitSpectral, not stored
 
 	index   map[string]int32 // ad id -> row
 	profile map[int32]int32  // profile bucket -> row of ProfileRows
+	attr    map[uint64]int32 // attribute key -> row of AttrRows
 	typical float32          // median norm of the engaged ads' rows (engagedMedian)
+	// newAd scales the factors of new ads (attrFold, predict): how a new
+	// ad's engagement compares with the engaged ads' it is derived from,
+	// which depends on the data (retrieval.Calibrate chooses it;
+	// Model.WithNewAdScale). 0: 1.
+	newAd float32
 }
 
 // contentOnly reports whether row r came from the ad's content alone.
@@ -101,6 +117,10 @@ func (t *spectralTable) buildIndex() {
 	t.profile = make(map[int32]int32, len(t.Profile))
 	for i, b := range t.Profile {
 		t.profile[b] = int32(i)
+	}
+	t.attr = make(map[uint64]int32, len(t.Attr))
+	for i, key := range t.Attr {
+		t.attr[key] = int32(i)
 	}
 	t.typical = t.engagedMedian()
 }
@@ -138,6 +158,91 @@ func (t *spectralTable) profileFold(dst []float32, buckets []int32) bool {
 	}
 	normalize(dst)
 	return folded
+}
+
+// attrFold writes into dst[:K] the factors of an ad without a row of its
+// own from its attribute keys (attrKeys): the mean of its values' rows
+// (AttrRows), each weighted by the inverse of the number of engaged ads
+// that share the value, so that a campaign of ten ads outweighs a
+// category of hundreds and a value every ad shares counts for little;
+// lengthened to the median length of the engaged ads' rows when shorter
+// (as a predicted row is, predict: a row's length holds the engagement an
+// ad has had the time to earn, and the ads that share a launch's values
+// may be recent launches themselves); then times the new-ad scale
+// (newAd). At scale 1 a user scores the new ad at least about as it
+// scores the ads that share its campaign or advertiser. It reports whether any key had a row (dst stays zero
+// when none has).
+func (t *spectralTable) attrFold(dst []float32, keys []uint64) bool {
+	dst = dst[:t.K]
+	clear(dst)
+	var sum float32
+	for _, key := range keys {
+		r, ok := t.attr[key]
+		if !ok {
+			continue
+		}
+		w := 1 / float32(t.AttrN[r])
+		sum += w
+		for j, v := range t.AttrRows[int(r)*t.K : (int(r)+1)*t.K] {
+			dst[j] += w * v
+		}
+	}
+	if sum == 0 {
+		return false
+	}
+	vek32.MulNumber_Inplace(dst, 1/sum)
+	if n := vek32.Norm(dst); n > 0 && n < t.typical {
+		vek32.MulNumber_Inplace(dst, t.typical/n)
+	}
+	vek32.MulNumber_Inplace(dst, t.newAdScale())
+	return true
+}
+
+// newAdScale returns the scale of a new ad's factors (newAd; 0 reads 1).
+func (t *spectralTable) newAdScale() float32 {
+	if t.newAd > 0 {
+		return t.newAd
+	}
+	return 1
+}
+
+// withNewAdScale returns a copy of t whose new ads' factors (attrFold,
+// predict) are scaled by s; the copy shares t's rows.
+func (t *spectralTable) withNewAdScale(s float32) *spectralTable {
+	c := *t
+	c.newAd = s
+	return &c
+}
+
+// fitAttr sets t.Attr, t.AttrRows and t.AttrN from the fitted rows of
+// the engaged ads (rows below engaged; adIdx gives each row's ad): each
+// attribute key of those ads (keys) gets the mean of the rows of the ads
+// that have it.
+func (t *spectralTable) fitAttr(adIdx []uint32, engaged int, keys func(ad uint32) []uint64) {
+	k := t.K
+	sums := make(map[uint64][]float32)
+	counts := make(map[uint64]int32)
+	for r := range engaged {
+		for _, key := range keys(adIdx[r]) {
+			sum := sums[key]
+			if sum == nil {
+				sum = make([]float32, k)
+				sums[key] = sum
+			}
+			vek32.Add_Inplace(sum, t.Rows[r*k:(r+1)*k])
+			counts[key]++
+		}
+	}
+	t.Attr = make([]uint64, 0, len(counts))
+	for key := range counts {
+		t.Attr = append(t.Attr, key)
+	}
+	slices.Sort(t.Attr)
+	t.AttrRows, t.AttrN = make([]float32, len(t.Attr)*k), make([]int32, len(t.Attr))
+	for i, key := range t.Attr {
+		t.AttrN[i] = counts[key]
+		vek32.MulNumber_Into(t.AttrRows[i*k:(i+1)*k], sums[key], 1/float32(counts[key]))
+	}
 }
 
 // fold writes into dst[:K] the L2-normalised fold-in of rows (each row
@@ -188,7 +293,7 @@ type spectralEntry struct {
 // compared, read in the same coordinates); otherwise each factor's largest
 // entry is made positive. Deterministic for the same edges and seed.
 func fitSpectral(ctx gocontext.Context, store *graph.Store, sm *graph.Sampler, k int, asOf int64, seed uint64, prev *spectralTable,
-	content func(ad graph.NodeID) []int32, alpha float64, minProfile int, profileDays float64) (*spectralTable, error) {
+	content func(ad graph.NodeID) []int32, keys func(ad graph.NodeID) []uint64, alpha float64, minProfile int, profileDays float64) (*spectralTable, error) {
 	nUsers, nAds := store.NumNodes(graph.NodeUser), store.NumNodes(graph.NodeAd)
 	userRow, adRow := make([]int32, nUsers), make([]int32, nAds)
 	for i := range userRow {
@@ -379,6 +484,9 @@ func fitSpectral(ctx gocontext.Context, store *graph.Store, sm *graph.Sampler, k
 		}
 	}
 	t.scaleContentRows()
+	if keys != nil {
+		t.fitAttr(adIdx, engaged, func(ad uint32) []uint64 { return keys(graph.NodeID{Type: graph.NodeAd, Idx: ad}) })
+	}
 	if content != nil && minProfile > 0 {
 		t.fitProfile(ents, userIdx, func(u uint32) []int32 { return content(graph.NodeID{Type: graph.NodeUser, Idx: u}) }, minProfile, profileDays, asOf)
 	}
@@ -540,7 +648,9 @@ func readSpectral(path string, k, dim int) (*spectralTable, error) {
 	bad := func(v float32) bool { return math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) }
 	if t.K != k || len(t.Rows) != len(t.IDs)*k || len(t.Fold) != len(t.IDs) || slices.ContainsFunc(t.Rows, bad) ||
 		(len(t.Content) != 0 && len(t.Content) != len(t.IDs)) ||
-		len(t.ProfileRows) != len(t.Profile)*k || slices.ContainsFunc(t.ProfileRows, bad) {
+		len(t.ProfileRows) != len(t.Profile)*k || slices.ContainsFunc(t.ProfileRows, bad) ||
+		len(t.AttrRows) != len(t.Attr)*k || len(t.AttrN) != len(t.Attr) || slices.ContainsFunc(t.AttrRows, bad) ||
+		slices.ContainsFunc(t.AttrN, func(n int32) bool { return n <= 0 }) {
 		return nil, fmt.Errorf("read %s: %w: %d factors of %d ads, want %d", path, ErrCorrupt, t.K, len(t.IDs), k)
 	}
 	if (t.PredDim != 0 && t.PredDim != dim) || len(t.Pred) != t.PredDim*k || slices.ContainsFunc(t.Pred, bad) {
@@ -654,7 +764,7 @@ func (t *spectralTable) predict(dst, emb []float32) bool {
 	d := nativeDense{w: t.Pred, in: t.PredDim, out: t.K}
 	d.apply(dst, emb[:t.PredDim], 1)
 	if n := vek32.Norm(dst[:t.K]); n > 0 && t.typical > 0 {
-		vek32.MulNumber_Inplace(dst[:t.K], t.typical/n)
+		vek32.MulNumber_Inplace(dst[:t.K], t.newAdScale()*t.typical/n)
 	}
 	return true
 }
@@ -677,7 +787,7 @@ func (m *Model) Refit(ctx gocontext.Context, store *graph.Store, asOf int64) (*M
 		return nil, err
 	}
 	sm := graph.NewSampler(store, m.cfg.Train.Sampler)
-	spec, err := fitSpectral(ctx, store, sm, cfg.Spectral, asOf, seed, nil, feat.contentBuckets(store), cfg.SpectralContent, cfg.SpectralProfile, cfg.SpectralProfileDays)
+	spec, err := fitSpectral(ctx, store, sm, cfg.Spectral, asOf, seed, nil, feat.contentBuckets(store), adKeys(store), cfg.SpectralContent, cfg.SpectralProfile, cfg.SpectralProfileDays)
 	if err != nil {
 		return nil, fmt.Errorf("refit spectral factors: %w", err)
 	}

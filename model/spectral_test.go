@@ -23,7 +23,7 @@ import (
 func fitTestSpectral(t *testing.T, w *synthWorld, k int, seed uint64, prev *spectralTable) *spectralTable {
 	t.Helper()
 	sm := graph.NewSampler(w.store, graph.SamplerOptions{})
-	tbl, err := fitSpectral(gocontext.Background(), w.store, sm, k, w.store.MaxTS(), seed, prev, nil, 0, 0, 0)
+	tbl, err := fitSpectral(gocontext.Background(), w.store, sm, k, w.store.MaxTS(), seed, prev, nil, nil, 0, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,6 +157,7 @@ func TestSpectralFile(t *testing.T) {
 	a.Content = make([]bool, len(a.IDs))
 	a.Content[len(a.IDs)-1] = true
 	a.Profile, a.ProfileRows = []int32{3, 70}, []float32{1, 0, 0, 0, 0, 0.5, 0.5, 0}
+	a.Attr, a.AttrRows, a.AttrN = []uint64{5, 1 << 60}, []float32{0, 1, 0, 0, 0.5, 0, 0.5, 0}, []int32{3, 1}
 	dir := t.TempDir()
 	path := filepath.Join(dir, FileSpectral)
 	if err := writeSpectral(path, a); err != nil {
@@ -168,7 +169,8 @@ func TestSpectralFile(t *testing.T) {
 	}
 	if !slices.Equal(a.IDs, b.IDs) || !slices.Equal(a.Rows, b.Rows) || !slices.Equal(a.Fold, b.Fold) || b.row(a.IDs[3]) != 3 ||
 		!slices.Equal(a.Pred, b.Pred) || b.PredDim != 2 || !slices.Equal(a.Content, b.Content) ||
-		!slices.Equal(a.Profile, b.Profile) || !slices.Equal(a.ProfileRows, b.ProfileRows) || b.profile[70] != 1 {
+		!slices.Equal(a.Profile, b.Profile) || !slices.Equal(a.ProfileRows, b.ProfileRows) || b.profile[70] != 1 ||
+		!slices.Equal(a.Attr, b.Attr) || !slices.Equal(a.AttrRows, b.AttrRows) || !slices.Equal(a.AttrN, b.AttrN) || b.attr[1<<60] != 1 {
 		t.Error("table read back differs")
 	}
 	short := *a
@@ -198,6 +200,22 @@ func TestSpectralFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	corrupt := func(name string, edit func(c *spectralTable)) []byte {
+		t.Helper()
+		c := *a
+		edit(&c)
+		p := filepath.Join(dir, name)
+		if err := writeSpectral(p, &c); err != nil {
+			t.Fatal(err)
+		}
+		raw, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return raw
+	}
+	attrRowsRaw := corrupt("attr rows", func(c *spectralTable) { c.AttrRows = c.AttrRows[1:] })
+	attrNRaw := corrupt("attr counts", func(c *spectralTable) { c.AttrN = []int32{3, 0} })
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -215,6 +233,8 @@ func TestSpectralFile(t *testing.T) {
 		{"predictor of another shape", shortRaw, 4, 3},
 		{"content marks of another length", marksRaw, 4, 2},
 		{"profile rows of another length", profileRaw, 4, 2},
+		{"attribute rows of another length", attrRowsRaw, 4, 2},
+		{"an attribute shared by no ad", attrNRaw, 4, 2},
 	} {
 		p := filepath.Join(dir, tc.name)
 		if err := os.WriteFile(p, tc.data, 0o644); err != nil {
@@ -224,6 +244,114 @@ func TestSpectralFile(t *testing.T) {
 			t.Errorf("%s: error %v, want ErrCorrupt", tc.name, err)
 		}
 	}
+}
+
+// TestAttrRows checks the attribute rows of the spectral fit: every
+// attribute value of the engaged ads gets the mean of their rows, and an
+// ad without a row of its own folds in its values' rows weighted by their
+// rarity, near the rows of its campaign's interest, at least at the
+// engaged rows' median length, at the new-ad scale.
+func TestAttrRows(t *testing.T) {
+	w := newSynthWorld(t, 80, 60, 4, 12, 1)
+	keyOf := map[graph.NodeID][]uint64{}
+	for i, id := range w.ads { // three campaigns per interest; one format for every ad
+		keyOf[id] = attrKeys(map[string]string{"campaign": fmt.Sprintf("c%d-%d", w.adTopic[i], i%3), "format": "video"})
+	}
+	sm := graph.NewSampler(w.store, graph.SamplerOptions{})
+	const k = 4
+	tbl, err := fitSpectral(gocontext.Background(), w.store, sm, k, w.store.MaxTS(), 1, nil, nil,
+		func(id graph.NodeID) []uint64 { return keyOf[id] }, 0, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tbl.Attr) != 13 || len(tbl.AttrRows) != 13*k || len(tbl.AttrN) != 13 || !slices.IsSorted(tbl.Attr) {
+		t.Fatalf("%d attribute rows (%d values, %d counts), want 12 campaigns and one format, sorted", len(tbl.Attr), len(tbl.AttrRows), len(tbl.AttrN))
+	}
+	format := attrKeys(map[string]string{"format": "video"})[0]
+	if n := tbl.AttrN[tbl.attr[format]]; int(n) != len(tbl.IDs) {
+		t.Errorf("the format every ad has counts %d ads, want the %d engaged", n, len(tbl.IDs))
+	}
+	// A campaign's row is the mean of its ads' rows.
+	camp := attrKeys(map[string]string{"campaign": "c1-2"})[0]
+	want := make([]float32, k)
+	n := 0
+	for i, id := range w.ads {
+		if r := tbl.row(w.store.Ref(id).ID); r >= 0 && w.adTopic[i] == 1 && i%3 == 2 {
+			vek32.Add_Inplace(want, tbl.Rows[int(r)*k:(int(r)+1)*k])
+			n++
+		}
+	}
+	vek32.MulNumber_Inplace(want, 1/float32(n))
+	r := tbl.attr[camp]
+	if got := tbl.AttrRows[int(r)*k : (int(r)+1)*k]; tbl.AttrN[r] != int32(n) || !closeSlices(got, want, 1e-6) {
+		t.Errorf("campaign row %v of %d ads, want the mean %v of %d", got, tbl.AttrN[r], want, n)
+	}
+	topic := adTopics(w)
+	var same, diff []float64
+	for i, id := range w.ads {
+		f := make([]float32, k)
+		if !tbl.attrFold(f, keyOf[id]) {
+			t.Fatalf("ad %d: no attribute factors", i)
+		}
+		s, d := topicCosines(tbl, f, topic, w.adTopic[i], "")
+		same, diff = append(same, s...), append(diff, d...)
+	}
+	if ms, md := meanOf(same), meanOf(diff); !(ms > md+0.2) {
+		t.Errorf("mean cosine of an ad's attribute factors with its interest's rows %.3f, with the others' %.3f", ms, md)
+	}
+	// Rarity weighs: the campaign's 1/n against the format's 1/len(IDs).
+	fc, ff := tbl.AttrRows[int(r)*k:(int(r)+1)*k], tbl.AttrRows[int(tbl.attr[format])*k:int(tbl.attr[format]+1)*k]
+	wc, wf := 1/float32(n), 1/float32(len(tbl.IDs))
+	mixed := make([]float32, k)
+	for j := range k {
+		mixed[j] = (wc*fc[j] + wf*ff[j]) / (wc + wf)
+	}
+	both := []uint64{camp, format}
+	got := make([]float32, k)
+	plain := tbl.withNewAdScale(1)
+	plain.typical = 0 // no median length to reach
+	plain.attrFold(got, both)
+	if !closeSlices(got, mixed, 1e-6) {
+		t.Errorf("fold of a campaign and the shared format = %v, want %v", got, mixed)
+	}
+	double := plain.withNewAdScale(2)
+	double.attrFold(got, both)
+	if want := vekScaled(mixed, 2); !closeSlices(got, want, 1e-6) {
+		t.Errorf("at scale 2: %v, want %v", got, want)
+	}
+	// A fold shorter than the engaged rows' median is served at it, then
+	// scaled.
+	long := double.withNewAdScale(2)
+	long.typical = 4 * vek32.Norm(mixed)
+	long.attrFold(got, both)
+	if n := vek32.Norm(got); math.Abs(float64(n-2*long.typical)) > 1e-5*float64(long.typical) || cosine32(got, mixed) < 1-1e-6 {
+		t.Errorf("below the median length: fold of norm %v, cosine %v with the mean; want twice the median %v, the same direction",
+			n, cosine32(got, mixed), long.typical)
+	}
+	if tbl.attrFold(got, []uint64{12345}) || !slices.Equal(got, make([]float32, k)) {
+		t.Errorf("an unknown value folded to %v, want nothing", got)
+	}
+}
+
+// vekScaled returns a copy of v times s.
+func vekScaled(v []float32, s float32) []float32 {
+	out := slices.Clone(v)
+	vek32.MulNumber_Inplace(out, s)
+	return out
+}
+
+// closeSlices reports whether a and b have the same length and differ by
+// at most tol in every element.
+func closeSlices(a, b []float32, tol float64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if math.Abs(float64(a[i]-b[i])) > tol {
+			return false
+		}
+	}
+	return true
 }
 
 // TestSpectralFeatures checks the factors the featuriser gives each
@@ -406,14 +534,49 @@ func TestSpectralPredictor(t *testing.T) {
 		t.Fatal(err)
 	}
 	topic := adTopics(w)
-	// Each ad embedded as of before any engagement: predicted factors.
-	var same, diff []float64
+	E := tbl.PredDim
+	weight := float32(cfg.Model.WithDefaults().SpectralWeight)
+	// Each ad embedded as of before any engagement, with the attribute row
+	// of its format, the one value it has (at least at the engaged rows'
+	// median length), at the new-ad scale; the
+	// encoder's part does not depend on it.
 	embs, err := m.Embed(gocontext.Background(), w.store, w.ads, w.store.MinTS()-1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	E := tbl.PredDim
-	typical := float64(tbl.engagedMedian()) * cfg.Model.WithDefaults().SpectralWeight
+	m2, err := m.WithNewAdScale(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	embs2, err := m2.Embed(gocontext.Background(), w.store, w.ads, w.store.MinTS()-1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range embs {
+		r := tbl.attr[attrKeys(w.store.Entity(w.ads[i]).Attrs)[0]]
+		want := slices.Clone(tbl.AttrRows[int(r)*4 : (int(r)+1)*4])
+		if n := vek32.Norm(want); n < tbl.typical {
+			vek32.MulNumber_Inplace(want, tbl.typical/n) // at least the engaged rows' median length
+		}
+		vek32.MulNumber_Inplace(want, weight)
+		if !closeSlices(e[E:], want, 1e-6) || !slices.Equal(embs2[i][:E], e[:E]) {
+			t.Fatalf("new ad %d: factors %v, want its format's row times the weight %v", i, e[E:], want)
+		}
+		vek32.MulNumber_Inplace(want, 2)
+		if !closeSlices(embs2[i][E:], want, 1e-6) {
+			t.Fatalf("new ad %d at scale 2: factors %v, want %v", i, embs2[i][E:], want)
+		}
+	}
+	if m.NewAdScale() != 1 || m2.NewAdScale() != 2 {
+		t.Errorf("new-ad scales %v, %v; want 1 and 2", m.NewAdScale(), m2.NewAdScale())
+	}
+	// Without attribute rows: predicted factors.
+	m.feat.spec.Attr, m.feat.spec.attr = nil, nil
+	var same, diff []float64
+	if embs, err = m.Embed(gocontext.Background(), w.store, w.ads, w.store.MinTS()-1); err != nil {
+		t.Fatal(err)
+	}
+	typical := float64(tbl.engagedMedian()) * float64(weight)
 	for i, e := range embs {
 		f := e[E:]
 		if slices.Equal(f, make([]float32, len(f))) {
@@ -694,7 +857,7 @@ func contentFitter(t *testing.T, w *synthWorld, mc Config) (*featurizer, func(al
 	sm := graph.NewSampler(w.store, graph.SamplerOptions{})
 	return feat, func(alpha float64, minProfile int) *spectralTable {
 		t.Helper()
-		tbl, err := fitSpectral(gocontext.Background(), w.store, sm, 4, w.store.MaxTS(), 1, nil, feat.contentBuckets(w.store), alpha, minProfile, -1)
+		tbl, err := fitSpectral(gocontext.Background(), w.store, sm, 4, w.store.MaxTS(), 1, nil, feat.contentBuckets(w.store), nil, alpha, minProfile, -1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -807,7 +970,8 @@ func TestWriteCalibration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := Calibration{PriorWeight: 1.5, CoEngagementWeight: 5, Cut: 7, Users: 3, K: 20,
+	c := Calibration{NewAdScale: 2, NewAdPoints: []CalibrationPoint{{NewAdScale: 2, Recall: 0.5, NDCG: 0.5}},
+		PriorWeight: 1.5, CoEngagementWeight: 5, Cut: 7, Users: 3, K: 20,
 		Points: []CalibrationPoint{{PriorWeight: 1.5, Recall: 0.5, NDCG: 0.25}}}
 	path := filepath.Join(ck.Dir, FileCalibration)
 	// A calibration file the checksums do not list (a crash between the
@@ -827,6 +991,22 @@ func TestWriteCalibration(t *testing.T) {
 	}
 	if got := m.Calibration(); !reflect.DeepEqual(&c, got) {
 		t.Errorf("loaded calibration %+v, want %+v", got, c)
+	}
+	if m.NewAdScale() != 2 {
+		t.Errorf("loaded version's new-ad scale %v, want the calibrated 2", m.NewAdScale())
+	}
+	for _, bad := range []float32{-1, -0.5} { // JSON holds no NaN or infinity
+		b := c
+		b.NewAdScale = bad
+		if err := WriteCalibration(ck.Dir, b); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Load(ck.Dir); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("Load with new-ad scale %v: %v, want ErrCorrupt", bad, err)
+		}
+	}
+	if err := WriteCalibration(ck.Dir, c); err != nil {
+		t.Fatal(err)
 	}
 	if err := os.WriteFile(path, []byte(`{"prior_weight": 9}`), 0o644); err != nil {
 		t.Fatal(err)

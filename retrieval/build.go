@@ -89,6 +89,9 @@ func Build(ctx context.Context, m *model.Model, store *graph.Store, asOf int64, 
 	if c := m.Calibration(); c != nil {
 		gen.Metrics["calibrated_prior_weight"] = float64(c.PriorWeight)
 	}
+	if s := m.NewAdScale(); s > 0 {
+		gen.Metrics["new_ad_scale"] = float64(s)
+	}
 	gen.Metrics["build_seconds"] = time.Since(start).Seconds()
 	opts.Logger.Info("generation built", "version", gen.Version, "ads", s.IndexSize(), "elapsed", time.Since(start))
 	if opts.PersistDir != "" {

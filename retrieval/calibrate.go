@@ -35,6 +35,17 @@ const (
 // the horizon, does not see (docs/evaluation.md).
 var DefaultCalibratePriorWeights = []float32{0, 0.125, 0.25, 0.5, 1, 1.5, 2}
 
+// DefaultCalibrateNewAdScales are the new-ad scales [Calibrate] tries
+// (model.Model.WithNewAdScale). None is below 1: at 1 a new ad scores as
+// the engaged ads of its campaign and advertiser do on average, whose
+// rows' lengths also hold the engagement they had the time to earn, so
+// that a smaller scale ranks an ad down for being new. Above 1 the
+// launches outdraw their siblings: on the synthetic world, whose
+// impressions go to live ads of a user's interests whatever their age, a
+// test window of 4.8 days read best at 4; MovieLens' validation window
+// at 1 (4 halved its recall; docs/evaluation.md).
+var DefaultCalibrateNewAdScales = []float32{1, 2, 4}
+
 // CalibrateOptions configures [Calibrate].
 type CalibrateOptions struct {
 	// Cut splits the store's events: those before it are the past the
@@ -56,6 +67,11 @@ type CalibrateOptions struct {
 	// PriorWeights are the candidates (default
 	// DefaultCalibratePriorWeights).
 	PriorWeights []float32
+	// NewAdScales are the candidate scales of new ads' spectral factors
+	// (default DefaultCalibrateNewAdScales), each scored with the
+	// counting terms off (the embeddings alone) before the prior weight is
+	// chosen with the best. A model without spectral factors skips them.
+	NewAdScales []float32
 	// Users bounds the users ranked (a seeded sample; default
 	// DefaultCalibrateUsers), K the metrics' cut-off (default
 	// DefaultCalibrateK).
@@ -71,6 +87,9 @@ type CalibrateOptions struct {
 func (o *CalibrateOptions) applyDefaults() {
 	if o.PriorWeights == nil {
 		o.PriorWeights = DefaultCalibratePriorWeights
+	}
+	if o.NewAdScales == nil {
+		o.NewAdScales = DefaultCalibrateNewAdScales
 	}
 	if o.Recent == 0 {
 		o.Recent = DefaultCalibrateRecent
@@ -93,18 +112,21 @@ func (o *CalibrateOptions) applyDefaults() {
 // many ads, or no engagement after the cut to rank.
 var ErrNotCalibrated = errors.New("not calibrated")
 
-// Calibrate chooses the engagement prior's weight for model m on store, as
-// the served path would rank with it: the graph as of just before the cut
-// (o.Cut, or the start of the latest o.Recent share of the events when
-// that is later; graph.Store.Until), m's spectral factors fitted again on it
-// (model.Model.Refit), a generation built and published on it with o.Rank,
-// then every candidate weight's retrieval for up to o.Users users with
-// positive engagements at or after the cut (as of the cut, seen ads
-// excluded, the ads they had engaged with before not counted), scored by
-// mean recall@K plus NDCG@K of those engagements. How much the prior
-// should weigh against the embeddings depends on the data: on MovieLens
-// popularity predicts much of what a user watches next, in a catalogue of
-// planted interests almost nothing (docs/evaluation.md).
+// Calibrate chooses the new-ad scale and the engagement prior's weight for
+// model m on store, as the served path would rank with them: the graph as
+// of just before the cut (o.Cut, or the start of the latest o.Recent share
+// of the events when that is later; graph.Store.Until), m's spectral
+// factors fitted again on it (model.Model.Refit; the ads first engaged
+// after the cut are new ads there), a generation built and published on it
+// with o.Rank for every candidate scale, then retrievals for up to o.Users
+// users with positive engagements at or after the cut (as of the cut, seen
+// ads excluded, the ads they had engaged with before not counted), scored
+// by mean recall@K plus NDCG@K of those engagements: each scale's with the
+// counting terms off, then every prior weight's on the best scale's
+// generation. Both depend on the data: on MovieLens popularity predicts
+// much of what a user watches next, in a catalogue of planted interests
+// almost nothing, and there new ads draw much of the engagement
+// (docs/evaluation.md).
 func Calibrate(ctx context.Context, m *model.Model, store *graph.Store, o CalibrateOptions) (*model.Calibration, error) {
 	start := time.Now()
 	o.applyDefaults()
@@ -131,58 +153,97 @@ func Calibrate(ctx context.Context, m *model.Model, store *graph.Store, o Calibr
 	if err != nil {
 		return nil, fmt.Errorf("calibrate: %w", err)
 	}
-	points, err := calibratePriors(ctx, refit, past, asOf, users, held, o)
-	if err != nil {
+	c := &model.Calibration{CoEngagementWeight: o.CoEngagement, Cut: o.Cut, Users: len(users), K: o.K}
+	var eng *Engine
+	defer func() {
+		if eng != nil {
+			eng.Close()
+		}
+	}()
+	if refit.NewAdScale() > 0 && len(o.NewAdScales) > 0 {
+		best := math.Inf(-1)
+		for _, scale := range o.NewAdScales {
+			ms, err := refit.WithNewAdScale(scale)
+			if err != nil {
+				return nil, fmt.Errorf("calibrate: %w", err)
+			}
+			e, err := calibrationEngine(ctx, ms, past, asOf, o)
+			if err != nil {
+				return nil, err
+			}
+			p, err := calibrationScore(ctx, e, past, asOf, users, held, rank.Weights{}, o)
+			if err != nil {
+				e.Close()
+				return nil, err
+			}
+			p.NewAdScale = scale
+			c.NewAdPoints = append(c.NewAdPoints, p)
+			if s := p.Recall + p.NDCG; s > best {
+				best, c.NewAdScale = s, scale
+				if eng != nil {
+					eng.Close()
+				}
+				eng = e
+			} else {
+				e.Close()
+			}
+		}
+	} else if eng, err = calibrationEngine(ctx, refit, past, asOf, o); err != nil {
 		return nil, err
 	}
-	c := &model.Calibration{CoEngagementWeight: o.CoEngagement, Cut: o.Cut, Users: len(users), K: o.K, Points: points}
 	best := math.Inf(-1)
-	for _, p := range points {
+	for _, pw := range o.PriorWeights {
+		p, err := calibrationScore(ctx, eng, past, asOf, users, held, rank.Weights{Prior: pw, CoEngagement: o.CoEngagement}, o)
+		if err != nil {
+			return nil, err
+		}
+		c.Points = append(c.Points, p)
 		if s := p.Recall + p.NDCG; s > best {
-			best, c.PriorWeight = s, p.PriorWeight
+			best, c.PriorWeight = s, pw
 		}
 	}
-	o.Logger.Info("calibrated the prior weight", "prior_weight", c.PriorWeight, "users", len(users),
-		"points", c.Points, "elapsed", time.Since(start))
+	o.Logger.Info("calibrated the new-ad scale and the prior weight", "new_ad_scale", c.NewAdScale, "prior_weight", c.PriorWeight,
+		"users", len(users), "new_ad_points", c.NewAdPoints, "points", c.Points, "elapsed", time.Since(start))
 	return c, nil
 }
 
-// calibratePriors scores every prior weight of o for model m on past as
-// of asOf: a generation built and published on past, then each user's
-// retrieval with its held-out ads as the relevant ones.
-func calibratePriors(ctx context.Context, m *model.Model, past *graph.Store, asOf int64, users []uint32,
-	held map[uint32]map[uint32]bool, o CalibrateOptions) ([]model.CalibrationPoint, error) {
+// calibrationEngine returns an engine serving a generation of m built on
+// past as of asOf.
+func calibrationEngine(ctx context.Context, m *model.Model, past *graph.Store, asOf int64, o CalibrateOptions) (*Engine, error) {
 	eng, err := NewEngine(past, Options{Rank: o.Rank, NoKeywords: true, Logger: o.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("calibrate: %w", err)
 	}
-	defer eng.Close()
 	served, err := Build(ctx, m, past, asOf, BuildOptions{Logger: o.Logger})
+	if err == nil {
+		err = eng.Publish(ctx, served)
+	}
 	if err != nil {
+		eng.Close()
 		return nil, fmt.Errorf("calibrate: %w", err)
 	}
-	if err := eng.Publish(ctx, served); err != nil {
-		return nil, fmt.Errorf("calibrate: %w", err)
-	}
-	var points []model.CalibrationPoint
-	for _, pw := range o.PriorWeights {
-		w := rank.Weights{Prior: pw, CoEngagement: o.CoEngagement}
-		p := model.CalibrationPoint{PriorWeight: pw}
-		for _, u := range users {
-			ref := past.Ref(graph.NodeID{Type: graph.NodeUser, Idx: u})
-			res, err := eng.Retrieve(ctx, Request{User: &ref, K: o.K, ExcludeSeen: true, Weights: &w, AsOf: asOf})
-			if err != nil {
-				return nil, fmt.Errorf("calibrate: %w", err)
-			}
-			r, n := rankingScores(res.Candidates, held[u], o.K)
-			p.Recall += r
-			p.NDCG += n
+	return eng, nil
+}
+
+// calibrationScore returns the mean recall@K and NDCG@K of eng's
+// retrievals at weights w for users, their held-out ads the relevant ones
+// (PriorWeight set from w).
+func calibrationScore(ctx context.Context, eng *Engine, past *graph.Store, asOf int64, users []uint32,
+	held map[uint32]map[uint32]bool, w rank.Weights, o CalibrateOptions) (model.CalibrationPoint, error) {
+	p := model.CalibrationPoint{PriorWeight: w.Prior}
+	for _, u := range users {
+		ref := past.Ref(graph.NodeID{Type: graph.NodeUser, Idx: u})
+		res, err := eng.Retrieve(ctx, Request{User: &ref, K: o.K, ExcludeSeen: true, Weights: &w, AsOf: asOf})
+		if err != nil {
+			return p, fmt.Errorf("calibrate: %w", err)
 		}
-		p.Recall /= float64(len(users))
-		p.NDCG /= float64(len(users))
-		points = append(points, p)
+		r, n := rankingScores(res.Candidates, held[u], o.K)
+		p.Recall += r
+		p.NDCG += n
 	}
-	return points, nil
+	p.Recall /= float64(len(users))
+	p.NDCG /= float64(len(users))
+	return p, nil
 }
 
 // recentCut returns the time of the first of the latest share of store's
@@ -243,7 +304,6 @@ func rankingScores(cands []Candidate, relevant map[uint32]bool, k int) (recall, 
 	}
 	return float64(hits) / float64(len(relevant)), dcg / idcg
 }
-
 
 // CalibrateVersion calibrates the model version in dir, trained on store
 // with its split at split (model.TrainMetrics.SplitTS), and adds the

@@ -162,6 +162,87 @@ func TestCalibrateNothingHeldOut(t *testing.T) {
 	}
 }
 
+// launchStore returns a world whose engagement after cut goes to new ads:
+// six campaigns of six ads, each clicked before cut by the campaign's six
+// users (three ads each), and one ad per campaign without engagement
+// before cut, which its campaign's users all click after it.
+func launchStore(t *testing.T) (*graph.Store, int64) {
+	t.Helper()
+	store := graph.NewStore(graph.Options{})
+	const camps, ads, users = 6, 6, 6
+	ad := func(c, j int) string { return fmt.Sprintf("a%d-%d", c, j) } // j = ads: the new ad
+	for c := range camps {
+		for j := range ads + 1 {
+			if _, err := store.UpsertEntity(graph.Entity{Type: graph.NodeAd, ID: ad(c, j), Text: fmt.Sprintf("item%d", c*10+j),
+				Attrs: map[string]string{"campaign": fmt.Sprintf("c%d", c)}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	const minute = 60_000
+	cut := calT0 + 10*24*60*minute
+	click := func(u int, a string, ts int64) {
+		t.Helper()
+		ev := graph.Event{Src: graph.Ref{Type: graph.NodeUser, ID: fmt.Sprintf("u%d", u)},
+			Dst: graph.Ref{Type: graph.NodeAd, ID: a}, Type: graph.EdgeClick, TS: ts, Weight: 1}
+		if _, err := store.AddEvent(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for c := range camps {
+		for i := range users {
+			u := c*users + i
+			for j := range 3 {
+				click(u, ad(c, (i+j)%ads), calT0+int64(u*10+j)*minute)
+			}
+			click(u, ad(c, ads), cut+int64(u)*minute) // held out: the launch
+		}
+	}
+	return store, cut
+}
+
+// TestCalibrateNewAds checks that the calibration chooses a new-ad scale
+// above 1 where the held-out engagement goes to new ads of the users'
+// campaigns, scoring the embeddings alone, and that the version loads
+// with it.
+func TestCalibrateNewAds(t *testing.T) {
+	ctx := context.Background()
+	store, cut := launchStore(t)
+	dir, _ := tinyTrained(t, store)
+	opts := CalibrateOptions{Rank: rank.DefaultOptions(), PriorWeights: []float32{0}, Recent: -1, K: 3, Seed: 1}
+	c, err := CalibrateVersion(ctx, dir, cut, store, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scales := DefaultCalibrateNewAdScales
+	if c == nil || len(c.NewAdPoints) != len(scales) {
+		t.Fatalf("calibration = %+v, want a point per new-ad scale %v", c, scales)
+	}
+	for i, p := range c.NewAdPoints {
+		if p.NewAdScale != scales[i] || p.PriorWeight != 0 {
+			t.Errorf("new-ad point %d = %+v, want scale %v at prior weight 0", i, p, scales[i])
+		}
+	}
+	// The first of the best scores wins; the launches rank first from
+	// scale 2 up.
+	score := func(p model.CalibrationPoint) float64 { return p.Recall + p.NDCG }
+	if c.NewAdScale != 2 || score(c.NewAdPoints[1]) != 2 || !(score(c.NewAdPoints[0]) < 2) {
+		t.Errorf("chose new-ad scale %v (points %+v); the launches are held out, want 2, the first to rank them all first",
+			c.NewAdScale, c.NewAdPoints)
+	}
+	m := mustLoad(t, dir)
+	if got := m.NewAdScale(); got != c.NewAdScale {
+		t.Errorf("loaded version's new-ad scale %v, want the calibrated %v", got, c.NewAdScale)
+	}
+	s, err := Build(ctx, m, store, store.MaxTS(), BuildOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Gen.Metrics["new_ad_scale"]; got != float64(c.NewAdScale) {
+		t.Errorf("generation metric new_ad_scale = %v, want %v", got, c.NewAdScale)
+	}
+}
+
 func mustLoad(t *testing.T, dir string) *model.Model {
 	t.Helper()
 	m, err := model.Load(dir)

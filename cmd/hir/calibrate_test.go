@@ -52,7 +52,7 @@ func TestCalibrateCommand(t *testing.T) {
 		{"a given prior weight", []string{"--prior-weight", "1"}, 2, "chooses the prior weight"},
 		{"recent 0", []string{"--recent", "0"}, 2, "--recent 0"},
 		{"recent 1", []string{"--recent", "1"}, 2, "--recent 1"},
-		{"every event after the split", []string{"--recent", "-1"}, 0, `"calibration":{"prior_weight"`},
+		{"every event after the split", []string{"--recent", "-1"}, 0, `"calibration":{"new_ad_scale"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out := hir(append([]string{"calibrate", "--data", data}, tc.args...)...)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -54,7 +55,8 @@ func parseEvalFlags(e *env, args []string) (*evalFlags, error) {
 	fs.StringVar(&f.ours.ModelDir, "model", "", "load this model instead of training (must be trained on nothing after the cut)")
 	prior := defaultPriorFlags()
 	prior.register(fs, "weight of the ads' engagement prior in our re-rank")
-	calibrate := fs.Bool("calibrate", true, "calibrate the prior weight of the version our model trains (as hir train does)")
+	calibrate := fs.Bool("calibrate", true, "calibrate the new-ad scale and prior weight of the version our model trains (as hir train does)")
+	newAd := fs.Float64("new-ad-scale", 0, "serve new ads' spectral factors at this scale instead of the model version's (0: the version's)")
 	fs.BoolVar(&f.ours.NarrowRequestView, "narrow-request-view", false, "embed "+eval.MethodOursContext+"'s users from the model's narrow student view (serve's --narrow-request-view)")
 	fs.IntVar(&f.ours.Build.Search.ExhaustiveMax, "exhaustive-max", 1, "token index: re-rank the whole catalogue at most this size (serving default 16384)")
 	fs.StringVar(&f.service.URL, "service", "", "also score the HIR service at this URL through its REST API (method service; alone unless --methods names others); it must start empty: the training window is posted and trained on")
@@ -82,6 +84,10 @@ func parseEvalFlags(e *env, args []string) (*evalFlags, error) {
 	}
 	f.ours.Rank = prior.options()
 	f.ours.CalibratedPrior = !prior.weightSet
+	if !(*newAd >= 0) || math.IsInf(*newAd, 0) {
+		return nil, errors.Join(errUsage, fmt.Errorf("--new-ad-scale %v: want a finite scale >= 0", *newAd))
+	}
+	f.ours.NewAdScale = float32(*newAd)
 	if *calibrate {
 		// The version is calibrated for serving: with the service's default
 		// co-engagement weight, whatever weights these queries carry.

@@ -32,6 +32,7 @@ func TestParseEvalFlags(t *testing.T) {
 		parts    bool
 		context  bool
 		narrow   bool
+		newAd    float32
 		protocol string
 		window   string
 		steps    int
@@ -47,6 +48,8 @@ func TestParseEvalFlags(t *testing.T) {
 			methods: []string{"popularity", "bpr"}, protocol: "truth", window: "test", steps: model.DefaultSteps},
 		{name: "the embeddings' parts", args: []string{"--data", "d", "--methods", "ours-parts,popularity"},
 			methods: []string{"popularity"}, ours: true, parts: true, protocol: "chrono", window: "test", steps: model.DefaultSteps},
+		{name: "new-ad scale", args: []string{"--data", "d", "--new-ad-scale", "2"}, methods: eval.MethodNames(), ours: true,
+			protocol: "chrono", window: "test", steps: model.DefaultSteps, newAd: 2},
 		{name: "context users, narrow view", args: []string{"--data", "d", "--methods", "ours-context", "--narrow-request-view"},
 			methods: []string{}, ours: true, context: true, narrow: true, protocol: "chrono", window: "test", steps: model.DefaultSteps},
 		{name: "no data", args: []string{"--protocol", "chrono"}, wantErr: true},
@@ -56,6 +59,9 @@ func TestParseEvalFlags(t *testing.T) {
 		{name: "no method", args: []string{"--data", "d", "--methods", ","}, wantErr: true},
 		{name: "negative queries", args: []string{"--data", "d", "--max-queries", "-1"}, wantErr: true},
 		{name: "negative prior weight", args: []string{"--data", "d", "--prior-weight", "-1"}, wantErr: true},
+		{name: "negative new-ad scale", args: []string{"--data", "d", "--new-ad-scale", "-1"}, wantErr: true},
+		{name: "infinite new-ad scale", args: []string{"--data", "d", "--new-ad-scale", "+Inf"}, wantErr: true},
+		{name: "new-ad scale not a number", args: []string{"--data", "d", "--new-ad-scale", "NaN"}, wantErr: true},
 		{name: "stray argument", args: []string{"--data", "d", "extra"}, wantErr: true},
 		{name: "unknown flag", args: []string{"--data", "d", "--k", "5"}, wantErr: true},
 	}
@@ -73,6 +79,9 @@ func TestParseEvalFlags(t *testing.T) {
 			}
 			if !slices.Equal(f.cfg.Methods, tc.methods) || f.useOurs != tc.ours || f.ours.Parts != tc.parts {
 				t.Errorf("methods = %v ours %v parts %v, want %v ours %v parts %v", f.cfg.Methods, f.useOurs, f.ours.Parts, tc.methods, tc.ours, tc.parts)
+			}
+			if f.ours.NewAdScale != tc.newAd {
+				t.Errorf("new-ad scale %v, want %v", f.ours.NewAdScale, tc.newAd)
 			}
 			if f.ours.Context != tc.context || f.ours.NarrowRequestView != tc.narrow {
 				t.Errorf("context %v narrow view %v, want %v %v", f.ours.Context, f.ours.NarrowRequestView, tc.context, tc.narrow)

@@ -39,7 +39,7 @@ func commands() []command {
 		{"synth", "write a synthetic ads world (entities.jsonl, events.jsonl, truth.json)", runSynth},
 		{"import", "import a data set into a data directory's event log", runImport},
 		{"train", "train a model version on a data directory (DIR/models/vN)", runTrain},
-		{"calibrate", "calibrate a trained version's serving prior weight again", runCalibrate},
+		{"calibrate", "calibrate a trained version's new-ad scale and serving prior weight again", runCalibrate},
 		{"serve", "serve the REST API over a data directory (retrieval, ingestion, background training)", runServe},
 		{"demo", "synthesise a small ads world, train, serve it and print working curl calls", runDemo},
 		{"bench", "load-test a running server with retrieve requests (queries/s, p50/p99)", runBench},

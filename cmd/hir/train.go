@@ -19,7 +19,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	fs.BoolVar(&cfg.Resume, "resume", false, "continue from the latest checkpoint")
 	trainFlags(fs, &cfg)
 	fs.BoolVar(&cfg.Synchronous, "sync", false, "sample on the training goroutine (no pipelined loader)")
-	calibrate := fs.Bool("calibrate", true, "calibrate the version's engagement-prior weight for serving on the events after the trainer's split (retrieval.Calibrate)")
+	calibrate := fs.Bool("calibrate", true, "calibrate the version's new-ad scale and engagement-prior weight for serving on the events after the trainer's split (retrieval.Calibrate)")
 	debugAddr := fs.String("debug-addr", "", "serve Go's profiles (net/http/pprof, /debug/pprof/) on this address while training, e.g. 127.0.0.1:6060 (empty: off; unauthenticated, keep it on loopback)")
 	if err := parse(fs, args); err != nil {
 		return err
