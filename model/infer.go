@@ -155,8 +155,8 @@ func (m *Model) Version() string { return m.version }
 // WithNewAdScale returns m with new ads' spectral factors scaled by s
 // (> 0): those an ad without engagement of its own gets from the ads that
 // share its attribute values, or from its embedding. At 1 a user scores
-// a new ad about as it scores the engaged ads of the new ad's campaign and
-// advertiser; where new ads draw more engagement than those (a launch), a
+// a new ad at least about as it scores the engaged ads of the new ad's
+// campaign and advertiser; where new ads draw more engagement than those (a launch), a
 // larger scale ranks them higher. The copy shares m's weights and
 // factors; a model without spectral factors is returned as is. Load
 // applies the version's calibrated scale (Calibration.NewAdScale).
