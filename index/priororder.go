@@ -103,13 +103,15 @@ func topLive(live *roaring.Bitmap, n int, value func(id uint32) float32) []uint3
 }
 
 // popularityPass adds to the top-k heap h the allowed docs outside cand
-// among the docs with the largest popularity coordinate, when the query's
-// coordinate is positive: a popular doc can rank high through that
-// coordinate alone, which the interest prototypes of the query bag do not
-// see. It returns the number of docs it scored.
+// among the docs with the largest popularity coordinate, unless the
+// query's coordinate is negative: a popular doc can rank high through that
+// coordinate alone, or through the coordinates the query bag's interest
+// prototypes do not hold (the appended spectral factors, whose rows are
+// longer the more engagement their ad holds), which a query weighing
+// popularity at 0 still reads. It returns the number of docs it scored.
 func (s *Snapshot) popularityPass(h []Hit, k int, vec []float32, cand *roaring.Bitmap, allowed allowSet,
 	score func(id uint32) (Hit, bool)) ([]Hit, int) {
-	if s.popAxis < 0 || vec[s.popAxis] <= 0 {
+	if s.popAxis < 0 || vec[s.popAxis] < 0 {
 		return h, 0
 	}
 	return s.byPopularity().pass(h, k, cand, allowed, nil, score)

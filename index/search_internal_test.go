@@ -147,9 +147,9 @@ func ids(hits []Hit) []uint32 {
 
 // TestPopularityPass checks the token stage's popularity pass: with a
 // popularity axis and no prior weight, the docs with the largest
-// coordinate are scored for a query whose coordinate is positive even when
-// the token candidates lack them, within the filters; without an axis, or
-// for a negative coordinate, they are not; with a prior weight the prior
+// coordinate are scored for a query whose coordinate is positive or zero
+// even when the token candidates lack them, within the filters; without an
+// axis, or for a negative coordinate, they are not; with a prior weight the prior
 // pass scores the high-prior docs instead.
 func TestPopularityPass(t *testing.T) {
 	ctx := context.Background()
@@ -189,6 +189,10 @@ func TestPopularityPass(t *testing.T) {
 		t.Fatal(err)
 	}
 	excluded := roaring.BitmapOf(top[0], top[5])
+	// A query that weighs popularity at 0 and points at a popular doc's
+	// other coordinates: the pass still scores that doc.
+	zero := slices.Clone(mustEmbedding(t, snap, top[1]))
+	zero[axis] = 0
 	// Candidates: the 50 least popular docs only.
 	cand := roaring.BitmapOf(byCoord(-1, roaring.New(), 50)...)
 	for _, tc := range []struct {
@@ -201,6 +205,7 @@ func TestPopularityPass(t *testing.T) {
 	}{
 		{"popularity pass", axis, up, 0, byCoord(1, excluded, 20), nil},
 		{"prior pass instead", axis, up, 1, nil, hiPrior},
+		{"zero coordinate", axis, zero, 0, nil, []uint32{top[1]}},
 		{"negative coordinate", axis, down, 0, nil, nil},
 		{"no axis", -1, up, 0, nil, nil},
 	} {

@@ -261,6 +261,13 @@ type Calibration struct {
 	// NewAdPoints are its candidates' scores, by scale (PriorWeight and
 	// the co-engagement weight 0: the embeddings alone).
 	NewAdPoints []CalibrationPoint `json:"new_ad_points,omitempty"`
+	// PopularityWeight is the chosen weight of a user's popularity
+	// coordinate in the embeddings' score (retrieval.Engine.PopularityWeight);
+	// nil: none chosen (1).
+	PopularityWeight *float32 `json:"popularity_weight,omitempty"`
+	// PopularityPoints are its candidates' scores (the embeddings alone,
+	// at NewAdScale).
+	PopularityPoints []CalibrationPoint `json:"popularity_points,omitempty"`
 	// PriorWeight is the chosen weight of the engagement prior.
 	PriorWeight float32 `json:"prior_weight"`
 	// CoEngagementWeight is the co-engagement weight it was chosen with.
@@ -280,10 +287,13 @@ type Calibration struct {
 // users: a prior weight's (Calibration.Points) or a new-ad scale's
 // (Calibration.NewAdPoints).
 type CalibrationPoint struct {
-	NewAdScale  float32 `json:"new_ad_scale,omitempty"`
-	PriorWeight float32 `json:"prior_weight"`
-	Recall      float64 `json:"recall"`
-	NDCG        float64 `json:"ndcg"`
+	NewAdScale float32 `json:"new_ad_scale,omitempty"`
+	// Popularity is the popularity weight of a Calibration.PopularityPoints
+	// candidate (nil elsewhere).
+	Popularity  *float32 `json:"popularity_weight,omitempty"`
+	PriorWeight float32  `json:"prior_weight"`
+	Recall      float64  `json:"recall"`
+	NDCG        float64  `json:"ndcg"`
 }
 
 // WriteCalibration adds c to the version directory dir as FileCalibration
@@ -326,7 +336,8 @@ func readCalibration(dir string) (*Calibration, error) {
 	if err := readJSON(filepath.Join(dir, FileCalibration), &c); err != nil {
 		return nil, err
 	}
-	if !(c.PriorWeight >= 0) || !(c.CoEngagementWeight >= 0) || !(c.NewAdScale >= 0) || math.IsInf(float64(c.NewAdScale), 0) {
+	if !(c.PriorWeight >= 0) || !(c.CoEngagementWeight >= 0) || !(c.NewAdScale >= 0) || math.IsInf(float64(c.NewAdScale), 0) ||
+		(c.PopularityWeight != nil && !(*c.PopularityWeight >= 0)) {
 		return nil, fmt.Errorf("read %s: %w: weights %v, %v, new-ad scale %v", FileCalibration, ErrCorrupt, c.PriorWeight, c.CoEngagementWeight, c.NewAdScale)
 	}
 	return &c, nil

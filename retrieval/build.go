@@ -88,6 +88,9 @@ func Build(ctx context.Context, m *model.Model, store *graph.Store, asOf int64, 
 	gen.Metrics["index_ads"] = float64(s.IndexSize())
 	if c := m.Calibration(); c != nil {
 		gen.Metrics["calibrated_prior_weight"] = float64(c.PriorWeight)
+		if c.PopularityWeight != nil {
+			gen.Metrics["popularity_weight"] = float64(*c.PopularityWeight)
+		}
 	}
 	if s := m.NewAdScale(); s > 0 {
 		gen.Metrics["new_ad_scale"] = float64(s)

@@ -46,6 +46,11 @@ var DefaultCalibratePriorWeights = []float32{0, 0.125, 0.25, 0.5, 1, 1.5, 2}
 // at 1 (4 halved its recall; docs/evaluation.md).
 var DefaultCalibrateNewAdScales = []float32{1, 2, 4}
 
+// DefaultCalibratePopularityWeights are the weights of the users'
+// popularity coordinate [Calibrate] tries (Engine.PopularityWeight): off,
+// half, as trained.
+var DefaultCalibratePopularityWeights = []float32{0, 0.5, 1}
+
 // CalibrateOptions configures [Calibrate].
 type CalibrateOptions struct {
 	// Cut splits the store's events: those before it are the past the
@@ -72,6 +77,11 @@ type CalibrateOptions struct {
 	// counting terms off (the embeddings alone) before the prior weight is
 	// chosen with the best. A model without spectral factors skips them.
 	NewAdScales []float32
+	// PopularityWeights are the candidate weights of the users' popularity
+	// coordinate (default DefaultCalibratePopularityWeights), scored with
+	// the counting terms off on the chosen scale's generation, before the
+	// prior weight. A model without the coordinate skips them.
+	PopularityWeights []float32
 	// Users bounds the users ranked (a seeded sample; default
 	// DefaultCalibrateUsers), K the metrics' cut-off (default
 	// DefaultCalibrateK).
@@ -90,6 +100,9 @@ func (o *CalibrateOptions) applyDefaults() {
 	}
 	if o.NewAdScales == nil {
 		o.NewAdScales = DefaultCalibrateNewAdScales
+	}
+	if o.PopularityWeights == nil {
+		o.PopularityWeights = DefaultCalibratePopularityWeights
 	}
 	if o.Recent == 0 {
 		o.Recent = DefaultCalibrateRecent
@@ -122,8 +135,9 @@ var ErrNotCalibrated = errors.New("not calibrated")
 // users with positive engagements at or after the cut (as of the cut, seen
 // ads excluded, the ads they had engaged with before not counted), scored
 // by mean recall@K plus NDCG@K of those engagements: each scale's with the
-// counting terms off, then every prior weight's on the best scale's
-// generation. Both depend on the data: on MovieLens popularity predicts
+// counting terms off, then on the best scale's generation each weight of
+// the users' popularity coordinate (Engine.PopularityWeight) with the
+// counting terms off, then every prior weight's at the best of those. Both depend on the data: on MovieLens popularity predicts
 // much of what a user watches next, in a catalogue of planted interests
 // almost nothing, and there new ads draw much of the engagement
 // (docs/evaluation.md).
@@ -171,7 +185,7 @@ func Calibrate(ctx context.Context, m *model.Model, store *graph.Store, o Calibr
 			if err != nil {
 				return nil, err
 			}
-			p, err := calibrationScore(ctx, e, past, asOf, users, held, rank.Weights{}, o)
+			p, err := calibrationScore(ctx, e, past, asOf, users, held, rank.Weights{}, nil, o)
 			if err != nil {
 				e.Close()
 				return nil, err
@@ -191,19 +205,38 @@ func Calibrate(ctx context.Context, m *model.Model, store *graph.Store, o Calibr
 	} else if eng, err = calibrationEngine(ctx, refit, past, asOf, o); err != nil {
 		return nil, err
 	}
+	if refit.PopularityAxis() >= 0 && len(o.PopularityWeights) > 0 {
+		best := math.Inf(-1)
+		for _, w := range o.PopularityWeights {
+			p, err := calibrationScore(ctx, eng, past, asOf, users, held, rank.Weights{}, &w, o)
+			if err != nil {
+				return nil, err
+			}
+			c.PopularityPoints = append(c.PopularityPoints, p)
+			if s := p.Recall + p.NDCG; s > best {
+				best, c.PopularityWeight = s, p.Popularity
+			}
+		}
+	}
 	best := math.Inf(-1)
 	for _, pw := range o.PriorWeights {
-		p, err := calibrationScore(ctx, eng, past, asOf, users, held, rank.Weights{Prior: pw, CoEngagement: o.CoEngagement}, o)
+		p, err := calibrationScore(ctx, eng, past, asOf, users, held, rank.Weights{Prior: pw, CoEngagement: o.CoEngagement}, c.PopularityWeight, o)
 		if err != nil {
 			return nil, err
 		}
+		p.Popularity = nil // the chosen one, Calibration.PopularityWeight
 		c.Points = append(c.Points, p)
 		if s := p.Recall + p.NDCG; s > best {
 			best, c.PriorWeight = s, pw
 		}
 	}
-	o.Logger.Info("calibrated the new-ad scale and the prior weight", "new_ad_scale", c.NewAdScale, "prior_weight", c.PriorWeight,
-		"users", len(users), "new_ad_points", c.NewAdPoints, "points", c.Points, "elapsed", time.Since(start))
+	popularity := float32(1)
+	if c.PopularityWeight != nil {
+		popularity = *c.PopularityWeight
+	}
+	o.Logger.Info("calibrated the new-ad scale, the popularity weight and the prior weight", "new_ad_scale", c.NewAdScale,
+		"popularity_weight", popularity, "prior_weight", c.PriorWeight, "users", len(users), "new_ad_points", c.NewAdPoints,
+		"popularity_points", c.PopularityPoints, "points", c.Points, "elapsed", time.Since(start))
 	return c, nil
 }
 
@@ -226,14 +259,15 @@ func calibrationEngine(ctx context.Context, m *model.Model, past *graph.Store, a
 }
 
 // calibrationScore returns the mean recall@K and NDCG@K of eng's
-// retrievals at weights w for users, their held-out ads the relevant ones
-// (PriorWeight set from w).
+// retrievals at weights w and popularity weight pop (nil: the
+// generation's) for users, their held-out ads the relevant ones
+// (PriorWeight and Popularity set from w and pop).
 func calibrationScore(ctx context.Context, eng *Engine, past *graph.Store, asOf int64, users []uint32,
-	held map[uint32]map[uint32]bool, w rank.Weights, o CalibrateOptions) (model.CalibrationPoint, error) {
-	p := model.CalibrationPoint{PriorWeight: w.Prior}
+	held map[uint32]map[uint32]bool, w rank.Weights, pop *float32, o CalibrateOptions) (model.CalibrationPoint, error) {
+	p := model.CalibrationPoint{PriorWeight: w.Prior, Popularity: pop}
 	for _, u := range users {
 		ref := past.Ref(graph.NodeID{Type: graph.NodeUser, Idx: u})
-		res, err := eng.Retrieve(ctx, Request{User: &ref, K: o.K, ExcludeSeen: true, Weights: &w, AsOf: asOf})
+		res, err := eng.Retrieve(ctx, Request{User: &ref, K: o.K, ExcludeSeen: true, Weights: &w, AsOf: asOf, Popularity: pop})
 		if err != nil {
 			return p, fmt.Errorf("calibrate: %w", err)
 		}

@@ -3,8 +3,10 @@ package retrieval
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/hir-ads/hir/graph"
@@ -113,6 +115,23 @@ func TestCalibrate(t *testing.T) {
 	if got := m.Calibration(); got == nil || got.PriorWeight != c.PriorWeight {
 		t.Fatalf("loaded calibration = %+v, want prior weight %v", got, c.PriorWeight)
 	}
+	if m.PopularityAxis() < 0 {
+		t.Fatal("the tiny model has no popularity coordinate")
+	}
+	pops := DefaultCalibratePopularityWeights
+	if len(c.PopularityPoints) != len(pops) || c.PopularityWeight == nil || !slices.Contains(pops, *c.PopularityWeight) {
+		t.Fatalf("popularity weight %v, points %+v; want one of %v, a point each", c.PopularityWeight, c.PopularityPoints, pops)
+	}
+	for i, p := range c.PopularityPoints {
+		if p.Popularity == nil || *p.Popularity != pops[i] || p.PriorWeight != 0 {
+			t.Errorf("popularity point %d = %+v, want weight %v at prior weight 0", i, p, pops[i])
+		}
+	}
+	for _, p := range c.Points {
+		if p.Popularity != nil {
+			t.Errorf("prior point %+v names a popularity weight", p)
+		}
+	}
 	for _, tc := range []struct {
 		name       string
 		calibrated bool
@@ -138,11 +157,52 @@ func TestCalibrate(t *testing.T) {
 			if got := s.Gen.Metrics["calibrated_prior_weight"]; got != float64(c.PriorWeight) {
 				t.Errorf("generation metric calibrated_prior_weight = %v, want %v", got, c.PriorWeight)
 			}
+			if got := s.Gen.Metrics["popularity_weight"]; got != float64(*c.PopularityWeight) {
+				t.Errorf("generation metric popularity_weight = %v, want %v", got, *c.PopularityWeight)
+			}
 			if err := eng.Publish(ctx, s); err != nil {
 				t.Fatal(err)
 			}
 			if got := eng.Weights(); got.Prior != tc.want || got.CoEngagement != co {
 				t.Errorf("weights = %+v, want prior %v, co-engagement %v", got, tc.want, co)
+			}
+			// The user's popularity coordinate weighs the calibrated weight
+			// in the similarity, and 1 when the request says so; the
+			// generation's vector stays as it is.
+			if got := eng.PopularityWeight(); got != *c.PopularityWeight {
+				t.Errorf("popularity weight %v, want the calibrated %v", got, *c.PopularityWeight)
+			}
+			ref := graph.Ref{Type: graph.NodeUser, ID: "u3"}
+			raw, _, err := eng.Vector(ctx, ref)
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw = slices.Clone(raw)
+			axis := m.PopularityAxis()
+			for _, pw := range []*float32{nil, new(float32(1))} {
+				w := float32(1)
+				if pw == nil {
+					w = *c.PopularityWeight
+				}
+				res, err := eng.Retrieve(ctx, Request{User: &ref, K: 5, Weights: &rank.Weights{}, Popularity: pw, Exhaustive: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				q := slices.Clone(raw)
+				q[axis] *= w
+				for _, cand := range res.Candidates {
+					ad, _ := s.Gen.Embeddings[graph.NodeAd].Vector(cand.Ad)
+					var dot float32
+					for j := range q {
+						dot += q[j] * ad[j]
+					}
+					if math.Abs(float64(cand.Parts.Similarity-dot)) > 1e-4 {
+						t.Fatalf("popularity weight %v: ad %d similarity %v, want %v", w, cand.Ad, cand.Parts.Similarity, dot)
+					}
+				}
+			}
+			if again, _, _ := eng.Vector(ctx, ref); !slices.Equal(again, raw) {
+				t.Error("the generation's user vector changed")
 			}
 		})
 	}

@@ -69,6 +69,10 @@ type Request struct {
 	// Exhaustive re-ranks every ad that passes the filters instead of the
 	// token candidates: the exact top-K, the reference of the token index.
 	Exhaustive bool
+	// Popularity overrides the weight of the user's popularity coordinate
+	// (nil: the generation's, [Engine.PopularityWeight]); the calibration
+	// sets it.
+	Popularity *float32
 }
 
 // Response is the answer to a [Request].
@@ -271,6 +275,9 @@ func (e *Engine) Retrieve(ctx context.Context, req Request) (*Response, error) {
 	} else {
 		vec = keywordCentroid(idx, keyword)
 	}
+	if uc != nil && vec != nil {
+		vec = e.weighPopularity(s, vec, req.Popularity)
+	}
 	st.Embed = time.Since(embedStart)
 	out := &Response{Version: s.Gen.Version, FreshUser: fresh, Candidates: []Candidate{}, Stats: st}
 	if vec == nil { // keywords only, and none matched
@@ -311,6 +318,44 @@ func (e *Engine) Retrieve(ctx context.Context, req Request) (*Response, error) {
 			Score: h.Score, Parts: h.Parts, Tokens: h.Tokens, KeywordMatch: keyword != nil})
 	}
 	return out, nil
+}
+
+// PopularityWeight returns the weight of a user's popularity coordinate
+// in the generation being served: its model version's calibrated one
+// (model.Calibration.PopularityWeight), 1 without one. The coordinate
+// says how much the user follows popularity (the ads' carries their
+// engagement counts), so the weight decides how much an ad's popularity
+// counts in the embeddings' score, as the prior weight does for the
+// counted prior: on MovieLens it is worth a tenth of the recall, in the
+// synthetic world of planted interests it costs a sixth
+// (docs/evaluation.md).
+func (e *Engine) PopularityWeight() float32 { return popularityWeight(e.cur.Load()) }
+
+func popularityWeight(s *Served) float32 {
+	if s != nil && s.Gen != nil && s.Gen.Model != nil {
+		if c := s.Gen.Model.Calibration(); c != nil && c.PopularityWeight != nil {
+			return *c.PopularityWeight
+		}
+	}
+	return 1
+}
+
+// weighPopularity returns the query vector vec of a user with its
+// popularity coordinate times the weight (override, else the
+// generation's), a copy when that changes it (vec may be the
+// generation's).
+func (e *Engine) weighPopularity(s *Served, vec []float32, override *float32) []float32 {
+	axis := s.popularityAxis()
+	w := popularityWeight(s)
+	if override != nil {
+		w = *override
+	}
+	if axis < 0 || axis >= len(vec) || w == 1 {
+		return vec
+	}
+	out := slices.Clone(vec)
+	out[axis] *= w
+	return out
 }
 
 // KeywordError maps an error of the keyword search: the end of the
