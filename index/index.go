@@ -178,7 +178,7 @@ func (ix *Index) SetPriors(ctx context.Context, ids []uint32, priors, newUser []
 // the rank-th largest among the live docs now (rank >= 1; the floor is
 // computed once, here; rank < 1: no floor). With an axis, the token stage
 // of Search also scores the live docs with the largest coordinate for a
-// query whose coordinate is positive. axis < 0 turns both off.
+// query whose coordinate is not negative. axis < 0 turns both off.
 func (ix *Index) SetPopularityFloor(ctx context.Context, axis, rank int) error {
 	if axis >= ix.q.dim {
 		return fmt.Errorf("set popularity floor: %w: axis %d of %d", ErrBadQuery, axis, ix.q.dim)

@@ -250,9 +250,9 @@ func writeChecksumsTo(dir, path string) error {
 }
 
 // Calibration is what a version's serving weights were calibrated to
-// (retrieval.Calibrate): the new-ad scale and the engagement prior's
-// weight that ranked the engagements at or after Cut best, scored as of
-// just before it.
+// (retrieval.Calibrate): the new-ad scale, the weight of the users'
+// popularity coordinate and the engagement prior's weight that ranked the
+// engagements at or after Cut best, scored as of just before it.
 type Calibration struct {
 	// NewAdScale is the chosen scale of new ads' spectral factors
 	// ([Model.WithNewAdScale]), applied when the version loads; 0: none

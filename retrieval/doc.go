@@ -48,12 +48,15 @@
 // is the standard training round (train, calibrate, validate against the
 // serving model, build).
 //
-// Calibration: [Calibrate] chooses a trained version's serving prior
-// weight by ranking, through this package's own path, the engagements of
-// the latest events as of before them (the graph cut there with
+// Calibration: [Calibrate] chooses a trained version's new-ad scale, the
+// weight of the users' popularity coordinate and its serving prior weight
+// by ranking, through this package's own path, the engagements of the
+// latest events as of before them (the graph cut there with
 // graph.Store.Until, the spectral factors refitted with
-// model.Model.Refit); [CalibrateVersion] stores the result in the version,
-// and an engine with Options.CalibratedPrior serves it ([Engine.Weights]).
+// model.Model.Refit); [CalibrateVersion] stores the result in the version.
+// model.Load applies the scale, every retrieval the popularity weight
+// ([Engine.PopularityWeight]), and an engine with Options.CalibratedPrior
+// serves the prior weight ([Engine.Weights]).
 //
 // Dependencies: retrieval imports model, index, graph and rank, never the
 // HTTP layer; package eval uses it directly.
