@@ -1,6 +1,7 @@
 package model
 
 import (
+	"cmp"
 	gocontext "context"
 	"encoding/gob"
 	"fmt"
@@ -219,30 +220,53 @@ func (t *spectralTable) withNewAdScale(s float32) *spectralTable {
 // attribute key of those ads (keys) gets the mean of the rows of the ads
 // that have it.
 func (t *spectralTable) fitAttr(adIdx []uint32, engaged int, keys func(ad uint32) []uint64) {
-	k := t.K
-	sums := make(map[uint64][]float32)
-	counts := make(map[uint64]int32)
+	sums := newRowSums[uint64](t.K)
 	for r := range engaged {
 		for _, key := range keys(adIdx[r]) {
-			sum := sums[key]
-			if sum == nil {
-				sum = make([]float32, k)
-				sums[key] = sum
-			}
-			vek32.Add_Inplace(sum, t.Rows[r*k:(r+1)*k])
-			counts[key]++
+			sums.add(key, t.Rows[r*t.K:(r+1)*t.K])
 		}
 	}
-	t.Attr = make([]uint64, 0, len(counts))
-	for key := range counts {
-		t.Attr = append(t.Attr, key)
+	t.Attr, t.AttrRows, t.AttrN = sums.means(1)
+}
+
+// rowSums sums rows of K floats by key, counting them (fitAttr,
+// fitProfile).
+type rowSums[K cmp.Ordered] struct {
+	k      int
+	sums   map[K][]float32
+	counts map[K]int32
+}
+
+func newRowSums[K cmp.Ordered](k int) *rowSums[K] {
+	return &rowSums[K]{k: k, sums: make(map[K][]float32), counts: make(map[K]int32)}
+}
+
+// add adds row to key's sum.
+func (r *rowSums[K]) add(key K, row []float32) {
+	sum := r.sums[key]
+	if sum == nil {
+		sum = make([]float32, r.k)
+		r.sums[key] = sum
 	}
-	slices.Sort(t.Attr)
-	t.AttrRows, t.AttrN = make([]float32, len(t.Attr)*k), make([]int32, len(t.Attr))
-	for i, key := range t.Attr {
-		t.AttrN[i] = counts[key]
-		vek32.MulNumber_Into(t.AttrRows[i*k:(i+1)*k], sums[key], 1/float32(counts[key]))
+	vek32.Add_Inplace(sum, row)
+	r.counts[key]++
+}
+
+// means returns, in increasing order, the keys with at least minCount
+// rows, their mean rows [len(keys), K] and their counts.
+func (r *rowSums[K]) means(minCount int32) (keys []K, rows []float32, counts []int32) {
+	for key, n := range r.counts {
+		if n >= minCount {
+			keys = append(keys, key)
+		}
 	}
+	slices.Sort(keys)
+	rows, counts = make([]float32, len(keys)*r.k), make([]int32, len(keys))
+	for i, key := range keys {
+		counts[i] = r.counts[key]
+		vek32.MulNumber_Into(rows[i*r.k:(i+1)*r.k], r.sums[key], 1/float32(counts[i]))
+	}
+	return keys, rows, counts
 }
 
 // fold writes into dst[:K] the L2-normalised fold-in of rows (each row
@@ -522,8 +546,7 @@ func (t *spectralTable) fitProfile(ents []spectralEntry, userIdx []uint32, bucke
 			dst[j] += w * v
 		}
 	}
-	sums := make(map[int32][]float32)
-	counts := make(map[int32]int)
+	sums := newRowSums[int32](k)
 	for i, u := range userIdx {
 		f := folds[i*k : (i+1)*k]
 		if vek32.Norm(f) == 0 {
@@ -534,26 +557,10 @@ func (t *spectralTable) fitProfile(ents []spectralEntry, userIdx []uint32, bucke
 			vek32.MulNumber_Inplace(f, float32(math.Exp2(-float64(max(asOf-start[i], 0))/halfMS)))
 		}
 		for _, b := range buckets(u) {
-			sum := sums[b]
-			if sum == nil {
-				sum = make([]float32, k)
-				sums[b] = sum
-			}
-			vek32.Add_Inplace(sum, f)
-			counts[b]++
+			sums.add(b, f)
 		}
 	}
-	t.Profile, t.ProfileRows = nil, nil
-	for b, n := range counts {
-		if n >= minUsers {
-			t.Profile = append(t.Profile, b)
-		}
-	}
-	slices.Sort(t.Profile)
-	t.ProfileRows = make([]float32, len(t.Profile)*k)
-	for i, b := range t.Profile {
-		vek32.MulNumber_Into(t.ProfileRows[i*k:(i+1)*k], sums[b], 1/float32(counts[b]))
-	}
+	t.Profile, t.ProfileRows, _ = sums.means(int32(minUsers))
 }
 
 // scaleContentRows gives every content-only row the median norm of the
