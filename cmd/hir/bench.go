@@ -312,6 +312,11 @@ func benchRun(ctx context.Context, cfg benchConfig, bodies [][]byte) (*benchRepo
 		}
 		defer res.Body.Close()
 		msg, _ := io.ReadAll(io.LimitReader(res.Body, 4096))
+		// Read the rest: a body left unread closes the connection, and every
+		// request after it would pay for a new one.
+		if _, err := io.Copy(io.Discard, res.Body); err != nil {
+			return "transport", err
+		}
 		code := strconv.Itoa(res.StatusCode)
 		if res.StatusCode/100 != 2 {
 			return code, fmt.Errorf("status %s: %s", res.Status, bytes.TrimSpace(msg))

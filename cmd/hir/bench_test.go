@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -183,5 +184,40 @@ func TestBenchRunClosedLoop(t *testing.T) {
 	}
 	if rep.Requests == 0 {
 		t.Errorf("no request measured: %+v", rep)
+	}
+}
+
+// TestBenchRunReusesConnections checks that every client keeps one
+// connection whatever the size of the answers: a body left partly unread
+// closes its connection, and a load generator that opened one per request
+// measured the server's accept path instead of its retrieval (answers of
+// k = 100 candidates are larger than the part read for error messages).
+func TestBenchRunReusesConnections(t *testing.T) {
+	const clients = 3
+	answer := bytes.Repeat([]byte(" "), 20000)
+	answer = append([]byte(`{"candidates":[]`), append(answer, '}')...)
+	var conns atomic.Int32
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(answer)
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	cfg := benchConfig{url: srv.URL, mode: benchKnown, concurrency: clients, warmup: 20 * time.Millisecond,
+		duration: 200 * time.Millisecond, k: 100}
+	rep, err := benchRun(context.Background(), cfg, [][]byte{[]byte(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Errors != 0 || rep.Requests < 10 {
+		t.Fatalf("errors %d, requests %d", rep.Errors, rep.Requests)
+	}
+	if n := conns.Load(); n > clients {
+		t.Errorf("%d connections opened for %d requests of %d clients, want at most %d", n, rep.Requests, clients, clients)
 	}
 }
