@@ -190,6 +190,8 @@ func decodeSnapshot(data []byte) (s *Snapshot, err error) {
 	if err := decodePostings(tx, secs[secPostings]); err != nil {
 		return nil, err
 	}
+	tx.fillCodes()
+	tx.fitShares()
 	return tx.commit(), nil
 }
 

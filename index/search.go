@@ -25,6 +25,16 @@ type SearchOptions struct {
 	// there only pays off when fine clusters are much larger than the
 	// candidates wanted (measured worse at 100k ads, so off by default).
 	ResidualFirst bool
+	// ErrorBand: when a query has more than approxMin docs to score, they
+	// are first scored approximately, from their path codes (the dot
+	// product with their reconstruction by prototype and residual
+	// codewords, plus the exact prior and boost), and only the docs whose
+	// approximate score is within ErrorBand estimated standard deviations
+	// of the approximation's error of the K-th best are scored exactly
+	// (default 4: about 0.2% of the docs' errors exceed it on trained
+	// embeddings; negative: every doc is scored exactly). Query.Exhaustive
+	// always scores exactly.
+	ErrorBand float32
 }
 
 func (o *SearchOptions) applyDefaults() {
@@ -37,7 +47,14 @@ func (o *SearchOptions) applyDefaults() {
 	if o.ExhaustiveMax <= 0 {
 		o.ExhaustiveMax = 16384
 	}
+	if o.ErrorBand == 0 {
+		o.ErrorBand = 4
+	}
 }
+
+// approxMin is the number of docs to score above which a query scores them
+// approximately first (SearchOptions.ErrorBand).
+const approxMin = 512
 
 // Query is one retrieval request against a [Snapshot].
 type Query struct {
@@ -113,8 +130,12 @@ const (
 // Result is the answer to a [Query].
 type Result struct {
 	Hits []Hit `json:"hits"`
-	// Candidates is the number of docs re-ranked.
+	// Candidates is the number of candidate docs (the passes' docs come on
+	// top); Exact is the number of docs whose similarity was computed
+	// exactly: every doc scored, or the shortlist of the approximate scores
+	// (SearchOptions.ShortlistFactor).
 	Candidates int `json:"candidates"`
+	Exact      int `json:"exact"`
 	// Allowed is the number of live docs passing Filter/Restrict/Exclude.
 	Allowed int `json:"allowed"`
 	// Stage says how candidates were found; Level is the coarsest token
@@ -160,6 +181,9 @@ func (s *Snapshot) Search(ctx context.Context, q Query) (Result, error) {
 	}
 	if q.Options.ExhaustiveMax > 0 {
 		o.ExhaustiveMax = q.Options.ExhaustiveMax
+	}
+	if q.Options.ErrorBand != 0 {
+		o.ErrorBand = q.Options.ErrorBand
 	}
 	o.ResidualFirst = o.ResidualFirst || q.Options.ResidualFirst
 	// The docs passing the filters are allowed.base minus allowed.minus:
@@ -218,10 +242,15 @@ func (s *Snapshot) Search(ctx context.Context, q Query) (Result, error) {
 	if q.NewUser {
 		channel = 1
 	}
-	hits, err := s.rerank(ctx, q.Vector, q.PriorWeight, channel, q.Boost, cand, q.K, allowed, res.Stage != StageFilteredAll)
+	band := max(o.ErrorBand, 0)
+	if q.Exhaustive {
+		band = 0
+	}
+	hits, exact, err := s.rerank(ctx, q.Vector, q.PriorWeight, channel, q.Boost, cand, q.K, allowed, res.Stage != StageFilteredAll, band)
 	if err != nil {
 		return Result{}, fmt.Errorf("search: %w", err)
 	}
+	res.Exact = exact
 	// Explanations: a hit's own bag (<= MaxTokens) ∩ the query bag, all
 	// hits' tokens in one backing array.
 	inBag := newTokenSet(bag)
@@ -373,61 +402,85 @@ func (s *Snapshot) floorLift(vec, e []float32, sim float32) float32 {
 	return (sim+vec[a]*(f-x))/norm - sim
 }
 
-// rerank scores every candidate by dot product plus priorW times its prior
-// (channel 0: Doc.Prior, 1: Doc.NewUserPrior; with priorW != 0 a fresh
-// doc's prior part also takes its floorLift) plus its boost, and keeps the
-// top k, best first (ties by smaller id). With priorPass, allowed docs
-// outside cand are scored too: with priorW > 0 those whose prior could
-// lift them into the top k (see priorPass), otherwise the most popular
-// ones (see popularityPass).
+// hit completes the hit of doc id whose similarity part is sim: priorW
+// times its prior of channel (0: Doc.Prior, 1: Doc.NewUserPrior; with
+// priorW != 0 a fresh doc's prior part also takes its floorLift) plus its
+// boost. e is the doc's embedding, nil to read it only where needed.
+func (s *Snapshot) hit(id uint32, sim float32, e, vec []float32, priorW float32, channel int, boost map[uint32]float32) Hit {
+	parts := Parts{Similarity: sim, Boost: boost[id]}
+	sc := sim
+	if priorW != 0 {
+		if p := s.prior.at(int(id)); p != nil {
+			parts.Prior = priorW * p[channel]
+		}
+		if s.popAxis >= 0 && s.fresh.Contains(id) {
+			if e == nil {
+				e = s.emb.at(int(id))
+			}
+			parts.Prior += s.floorLift(vec, e, sim)
+		}
+		sc += parts.Prior
+	}
+	sc += parts.Boost
+	return Hit{ID: id, Score: sc, Parts: parts}
+}
+
+// rerank scores every candidate by dot product plus its prior and boost
+// part (see hit) and keeps the top k, best first (ties by smaller id).
+// With priorPass, allowed docs outside cand are scored too: with priorW > 0
+// those whose prior could lift them into the top k (see priorPass),
+// otherwise the most popular ones (see popularityPass). With band > 0,
+// when there are more than approxMin docs to score, see rerankBand. It
+// returns the hits and the number of docs scored exactly.
 func (s *Snapshot) rerank(ctx context.Context, vec []float32, priorW float32, channel int, boost map[uint32]float32, cand *roaring.Bitmap, k int,
-	allowed allowSet, withPriorPass bool) ([]Hit, error) {
-	score := func(id uint32) (Hit, bool) {
+	allowed allowSet, withPriorPass bool, band float32) ([]Hit, int, error) {
+	exact := func(id uint32) (Hit, bool) {
 		e := s.emb.at(int(id))
 		if e == nil {
 			return Hit{}, false
 		}
-		parts := Parts{Similarity: Dot(vec, e), Boost: boost[id]}
-		sc := parts.Similarity
-		if priorW != 0 {
-			if p := s.prior.at(int(id)); p != nil {
-				parts.Prior = priorW * p[channel]
-			}
-			if s.popAxis >= 0 && s.fresh.Contains(id) {
-				parts.Prior += s.floorLift(vec, e, parts.Similarity)
-			}
-			sc += parts.Prior
-		}
-		sc += parts.Boost
-		return Hit{ID: id, Score: sc, Parts: parts}, true
+		return s.hit(id, Dot(vec, e), e, vec, priorW, channel, boost), true
 	}
-	h := make([]Hit, 0, k)
-	it := cand.Iterator()
-	n := 0
-	for it.HasNext() {
-		id := it.Next()
-		n++
-		if n%65536 == 0 {
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
-		}
-		hit, ok := score(id)
-		if !ok {
-			continue
-		}
-		h = pushTop(h, k, hit)
-	}
+	toScore := int(cand.GetCardinality())
 	if withPriorPass {
-		// A doc outside cand has no boost (boosted docs are candidates) and
-		// a similarity of at most |vec| (doc embeddings are unit vectors).
-		bound := float32(math.Sqrt(float64(Dot(vec, vec)))) * 1.001
-		if priorW > 0 {
-			h, _ = s.priorPass(h, k, priorW, channel, bound, cand, allowed, score)
-		} else {
-			// Without the prior pass, which scores the high-prior docs,
-			// that is the popular ones, the popularity pass does.
-			h, _ = s.popularityPass(h, k, vec, cand, allowed, score)
+		toScore += priorTop
+	}
+	var h []Hit
+	var n int
+	if band > 0 && s.resShare != nil && toScore > max(approxMin, k) {
+		var err error
+		if h, n, err = s.rerankBand(ctx, vec, priorW, channel, boost, cand, k, allowed, withPriorPass, band, exact); err != nil {
+			return nil, 0, err
+		}
+	} else {
+		h = make([]Hit, 0, k)
+		it := cand.Iterator()
+		for it.HasNext() {
+			id := it.Next()
+			n++
+			if n%65536 == 0 {
+				if err := ctx.Err(); err != nil {
+					return nil, 0, err
+				}
+			}
+			if hit, ok := exact(id); ok {
+				h = pushTop(h, k, hit)
+			}
+		}
+		if withPriorPass {
+			// A doc outside cand has no boost (boosted docs are candidates)
+			// and a similarity of at most |vec| (doc embeddings are unit
+			// vectors).
+			bound := float32(math.Sqrt(float64(Dot(vec, vec)))) * 1.001
+			var m int
+			if priorW > 0 {
+				h, m = s.priorPass(h, k, priorW, channel, bound, cand, allowed, exact)
+			} else {
+				// Without the prior pass, which scores the high-prior docs,
+				// that is the popular ones, the popularity pass does.
+				h, m = s.popularityPass(h, k, vec, cand, allowed, exact)
+			}
+			n += m
 		}
 	}
 	slices.SortFunc(h, func(a, b Hit) int {
@@ -439,7 +492,130 @@ func (s *Snapshot) rerank(ctx context.Context, vec []float32, priorW float32, ch
 		}
 		return int(a.ID) - int(b.ID)
 	})
-	return h, nil
+	return h, n, nil
+}
+
+// approxHit is a doc's approximate score and the half-width of the band
+// its exact score is taken to lie in.
+type approxHit struct {
+	score, half float32
+	id          uint32
+}
+
+// rerankBand is rerank's two-stage form. Every candidate, and with
+// priorPass every allowed doc outside cand of the pass's list (the
+// highest-prior docs with priorW > 0, else the most popular ones unless
+// the query's popularity coordinate is negative), is scored with its
+// approximate similarity (the query's dot product with the doc's
+// reconstruction, adcTable.sim of its path code) plus its exact prior and
+// boost part. The approximation's error is q·r for the doc's residual r;
+// its standard deviation is estimated as |r| times the square root of
+// sum_i q_i^2 resShare_i, and a doc's exact score is taken to lie within
+// band of those of its approximate one. The k-th best lower end of the
+// bands bounds the k-th best exact score from below, so only the docs
+// whose upper end reaches it are scored exactly, and the top k of them
+// kept (unsorted). It returns them and the number of docs scored exactly.
+func (s *Snapshot) rerankBand(ctx context.Context, vec []float32, priorW float32, channel int, boost map[uint32]float32, cand *roaring.Bitmap,
+	k int, allowed allowSet, withPriorPass bool, band float32, exact func(id uint32) (Hit, bool)) ([]Hit, int, error) {
+	t := s.q.adc(vec)
+	var spread float64
+	for i, x := range vec {
+		spread += float64(x) * float64(x) * float64(s.resShare[i])
+	}
+	scale := band * float32(math.Sqrt(spread))
+	var pass *ranked
+	if withPriorPass {
+		switch {
+		case priorW > 0:
+			pass = s.byPrior(channel)
+		case s.popAxis >= 0 && vec[s.popAxis] >= 0:
+			pass = s.byPopularity()
+		}
+	}
+	n := int(cand.GetCardinality())
+	if pass != nil {
+		n += len(pass.ids)
+	}
+	list := make([]approxHit, 0, n)
+	add := func(id uint32) {
+		if c := s.code.at(int(id)); c != nil {
+			list = append(list, approxHit{s.hit(id, t.sim(c[0]), nil, vec, priorW, channel, boost).Score, scale * math.Float32frombits(c[1]), id})
+		}
+	}
+	it := cand.Iterator()
+	for i := 1; it.HasNext(); i++ {
+		if i%65536 == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, 0, err
+			}
+		}
+		add(it.Next())
+	}
+	if pass != nil {
+		outside := pass.outside(cand, allowed)
+		for i, id := range pass.ids {
+			if outside[i] {
+				add(id)
+			}
+		}
+	}
+	// The k-th best lower end.
+	lower := make([]float32, len(list))
+	for i, a := range list {
+		lower[i] = a.score - a.half
+	}
+	floor := float32(math.Inf(-1))
+	if len(lower) >= k {
+		floor = kthLargest(lower, k)
+	}
+	h := make([]Hit, 0, k)
+	scored := 0
+	for _, a := range list {
+		if a.score+a.half < floor {
+			continue
+		}
+		if hit, ok := exact(a.id); ok {
+			h = pushTop(h, k, hit)
+			scored++
+		}
+	}
+	return h, scored, nil
+}
+
+// kthLargest returns the k-th largest of xs (1 <= k <= len(xs)), which it
+// reorders: Hoare's selection, expected linear time.
+func kthLargest(xs []float32, k int) float32 {
+	lo, hi, want := 0, len(xs)-1, k-1
+	for lo < hi {
+		// Median of three as the pivot, which keeps sorted runs linear.
+		mid := lo + (hi-lo)/2
+		a, b, c := xs[lo], xs[mid], xs[hi]
+		p := max(min(a, b), min(max(a, b), c))
+		i, j := lo, hi
+		for i <= j {
+			for xs[i] > p {
+				i++
+			}
+			for xs[j] < p {
+				j--
+			}
+			if i <= j {
+				xs[i], xs[j] = xs[j], xs[i]
+				i++
+				j--
+			}
+		}
+		// xs[lo..j] >= p >= xs[i..hi], and xs[j+1..i-1] == p.
+		switch {
+		case want <= j:
+			hi = j
+		case want >= i:
+			lo = i
+		default:
+			return p
+		}
+	}
+	return xs[want]
 }
 
 // tokenSet is the set of a query bag's tokens, for the explanations' one

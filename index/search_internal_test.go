@@ -214,7 +214,7 @@ func TestPopularityPass(t *testing.T) {
 				t.Fatal(err)
 			}
 			s := ix.Snapshot()
-			hits, err := s.rerank(ctx, tc.vec, tc.priorW, 0, nil, cand, 20, allowSet{base: s.Live(), minus: excluded}, true)
+			hits, _, err := s.rerank(ctx, tc.vec, tc.priorW, 0, nil, cand, 20, allowSet{base: s.Live(), minus: excluded}, true, 0)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -114,12 +114,14 @@ type Candidate struct {
 // Stats describe one retrieval's candidate generation and time per stage.
 type Stats struct {
 	Candidates, Allowed int
-	Stage               index.Stage
-	Level               int
-	Start               time.Time
-	Keywords, Embed     time.Duration
-	CandidatesTime      time.Duration
-	RerankTime          time.Duration
+	// Exact is the number of docs scored exactly (index.Result.Exact).
+	Exact           int
+	Stage           index.Stage
+	Level           int
+	Start           time.Time
+	Keywords, Embed time.Duration
+	CandidatesTime  time.Duration
+	RerankTime      time.Duration
 }
 
 // userContext is what a request needs of its user, computed once per
@@ -309,7 +311,7 @@ func (e *Engine) Retrieve(ctx context.Context, req Request) (*Response, error) {
 		return nil, fmt.Errorf("search index: %w", err)
 	}
 	out.Bag = q.Bag
-	out.Stats.Candidates, out.Stats.Allowed = res.Candidates, res.Allowed
+	out.Stats.Candidates, out.Stats.Allowed, out.Stats.Exact = res.Candidates, res.Allowed, res.Exact
 	out.Stats.Stage, out.Stats.Level = res.Stage, res.Level
 	out.Stats.CandidatesTime, out.Stats.RerankTime = res.CandidatesTime, res.RerankTime
 	out.Candidates = make([]Candidate, 0, len(res.Hits))

@@ -33,7 +33,8 @@ import (
 //	HIR_BENCH_DATA=/tmp/w100k/data go test ./serving -run '^$' -bench RetrieveWorld -benchtime 2000x -benchmem
 //
 // HIR_BENCH_EXHAUSTIVE_MAX=N sets index.SearchOptions.ExhaustiveMax and
-// HIR_BENCH_RESIDUAL_FIRST=1 its ResidualFirst.
+// HIR_BENCH_RESIDUAL_FIRST=1 its ResidualFirst, HIR_BENCH_BAND=X its
+// ErrorBand (-1: every doc scored exactly).
 func BenchmarkRetrieveWorld(b *testing.B) {
 	dir := os.Getenv("HIR_BENCH_DATA")
 	if dir == "" {
@@ -63,6 +64,13 @@ func BenchmarkRetrieveWorld(b *testing.B) {
 		}
 	}
 	search.ResidualFirst = os.Getenv("HIR_BENCH_RESIDUAL_FIRST") == "1"
+	if v := os.Getenv("HIR_BENCH_BAND"); v != "" {
+		band, err := strconv.ParseFloat(v, 32)
+		if err != nil {
+			b.Fatalf("HIR_BENCH_BAND: %v", err)
+		}
+		search.ErrorBand = float32(band)
+	}
 	// Two engines on the same files: request-time users embedded from the
 	// teacher view and from the narrow student view.
 	engine := func(narrow bool) (*retrieval.Engine, *retrieval.Served) {
@@ -142,7 +150,7 @@ func BenchmarkRetrieveWorld(b *testing.B) {
 			}
 			lat := make([]time.Duration, 0, b.N)
 			b.ReportAllocs()
-			i, reranked := 0, 0
+			i, reranked, exact := 0, 0, 0
 			for b.Loop() {
 				t0 := time.Now()
 				res, err := eng.Retrieve(ctx, req(i))
@@ -151,10 +159,12 @@ func BenchmarkRetrieveWorld(b *testing.B) {
 				}
 				lat = append(lat, time.Since(t0))
 				reranked += res.Stats.Candidates
+				exact += res.Stats.Exact
 				i++
 			}
 			b.StopTimer()
 			b.ReportMetric(float64(reranked)/float64(i), "candidates/op")
+			b.ReportMetric(float64(exact)/float64(i), "exact/op")
 			slices.Sort(lat)
 			pct := func(p float64) float64 { return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))].Microseconds()) }
 			b.ReportMetric(pct(0.5), "p50_µs")

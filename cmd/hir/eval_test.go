@@ -33,6 +33,7 @@ func TestParseEvalFlags(t *testing.T) {
 		context  bool
 		narrow   bool
 		newAd    float32
+		band     float32
 		protocol string
 		window   string
 		steps    int
@@ -50,6 +51,9 @@ func TestParseEvalFlags(t *testing.T) {
 			methods: []string{"popularity"}, ours: true, parts: true, protocol: "chrono", window: "test", steps: model.DefaultSteps},
 		{name: "new-ad scale", args: []string{"--data", "d", "--new-ad-scale", "2"}, methods: eval.MethodNames(), ours: true,
 			protocol: "chrono", window: "test", steps: model.DefaultSteps, newAd: 2},
+		{name: "exact scoring", args: []string{"--data", "d", "--error-band", "-1"}, methods: eval.MethodNames(), ours: true,
+			protocol: "chrono", window: "test", steps: model.DefaultSteps, band: -1},
+		{name: "error band not a number", args: []string{"--data", "d", "--error-band", "NaN"}, wantErr: true},
 		{name: "context users, narrow view", args: []string{"--data", "d", "--methods", "ours-context", "--narrow-request-view"},
 			methods: []string{}, ours: true, context: true, narrow: true, protocol: "chrono", window: "test", steps: model.DefaultSteps},
 		{name: "no data", args: []string{"--protocol", "chrono"}, wantErr: true},
@@ -80,8 +84,8 @@ func TestParseEvalFlags(t *testing.T) {
 			if !slices.Equal(f.cfg.Methods, tc.methods) || f.useOurs != tc.ours || f.ours.Parts != tc.parts {
 				t.Errorf("methods = %v ours %v parts %v, want %v ours %v parts %v", f.cfg.Methods, f.useOurs, f.ours.Parts, tc.methods, tc.ours, tc.parts)
 			}
-			if f.ours.NewAdScale != tc.newAd {
-				t.Errorf("new-ad scale %v, want %v", f.ours.NewAdScale, tc.newAd)
+			if f.ours.NewAdScale != tc.newAd || f.ours.Build.Search.ErrorBand != tc.band {
+				t.Errorf("new-ad scale %v error band %v, want %v %v", f.ours.NewAdScale, f.ours.Build.Search.ErrorBand, tc.newAd, tc.band)
 			}
 			if f.ours.Context != tc.context || f.ours.NarrowRequestView != tc.narrow {
 				t.Errorf("context %v narrow view %v, want %v %v", f.ours.Context, f.ours.NarrowRequestView, tc.context, tc.narrow)
