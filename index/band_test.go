@@ -118,8 +118,8 @@ func TestPathCodes(t *testing.T) {
 
 // TestErrorBand checks the two-stage re-rank against scoring every doc
 // exactly: the same hits (the band holds every error here) from fewer
-// exact scores when the prior separates the docs, and a band of 0 or an
-// index without residual shares scores every doc.
+// exact scores when the prior separates the docs; the default, an
+// exhaustive query and an index without residual shares score every doc.
 func TestErrorBand(t *testing.T) {
 	ctx := context.Background()
 	ix, s := testIndex(t, 4000, 4)
@@ -149,11 +149,12 @@ func TestErrorBand(t *testing.T) {
 		fewer     bool // fewer docs scored exactly than scored at all
 		wantExact bool // every doc scored exactly
 	}{
-		{"filtered-all, prior", snap, Query{PriorWeight: 1}, true, false},
-		{"tokens, prior", snap, Query{PriorWeight: 1, Options: SearchOptions{ExhaustiveMax: 1, MinCandidates: 1500}}, true, false},
-		{"filtered-all, similarity", snap, Query{}, false, false},
-		{"band off", snap, Query{PriorWeight: 1, Options: SearchOptions{ErrorBand: -1}}, false, true},
-		{"upserted index", upserted.Snapshot(), Query{}, false, true},
+		{"filtered-all, prior", snap, Query{PriorWeight: 1, Options: SearchOptions{ErrorBand: 4}}, true, false},
+		{"tokens, prior", snap, Query{PriorWeight: 1, Options: SearchOptions{ErrorBand: 4, ExhaustiveMax: 1, MinCandidates: 1500}}, true, false},
+		{"filtered-all, similarity", snap, Query{Options: SearchOptions{ErrorBand: 4}}, false, false},
+		{"exhaustive", snap, Query{PriorWeight: 1, Exhaustive: true, Options: SearchOptions{ErrorBand: 4}}, false, true},
+		{"default: off", snap, Query{PriorWeight: 1}, false, true},
+		{"upserted index", upserted.Snapshot(), Query{Options: SearchOptions{ErrorBand: 4}}, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var hits, total, exact, scored int

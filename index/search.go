@@ -25,15 +25,17 @@ type SearchOptions struct {
 	// there only pays off when fine clusters are much larger than the
 	// candidates wanted (measured worse at 100k ads, so off by default).
 	ResidualFirst bool
-	// ErrorBand: when a query has more than approxMin docs to score, they
-	// are first scored approximately, from their path codes (the dot
+	// ErrorBand > 0: when a query has more than approxMin docs to score,
+	// they are first scored approximately, from their path codes (the dot
 	// product with their reconstruction by prototype and residual
 	// codewords, plus the exact prior and boost), and only the docs whose
 	// approximate score is within ErrorBand estimated standard deviations
 	// of the approximation's error of the K-th best are scored exactly
-	// (default 4: about 0.2% of the docs' errors exceed it on trained
-	// embeddings; negative: every doc is scored exactly). Query.Exhaustive
-	// always scores exactly.
+	// (4: about 0.2% of the docs' errors exceed it on trained embeddings).
+	// 0 (the default) or negative: every doc is scored exactly, as
+	// Query.Exhaustive always is. It pays off only when the priors or
+	// boosts separate the scores (docs/benchmarks.md, "Approximate first
+	// stage").
 	ErrorBand float32
 }
 
@@ -46,9 +48,6 @@ func (o *SearchOptions) applyDefaults() {
 	}
 	if o.ExhaustiveMax <= 0 {
 		o.ExhaustiveMax = 16384
-	}
-	if o.ErrorBand == 0 {
-		o.ErrorBand = 4
 	}
 }
 

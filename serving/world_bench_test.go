@@ -26,7 +26,8 @@ import (
 // generation embedding), k = 100, unfiltered and under a category filter
 // keeping about 1% of the ads, and fresh users (a never-seen id with five
 // click context events, embedded on every request, one at a time, from the
-// teacher view and from the narrow student view). It reports per-query latency percentiles
+// teacher view and from the narrow student view), and known users at the model version's
+// calibrated prior weight, as hir serve weighs them. It reports per-query latency percentiles
 // and recall@100 against the exact top-100 (Exhaustive: every allowed ad
 // re-ranked by the same score) of the same queries.
 //
@@ -73,13 +74,13 @@ func BenchmarkRetrieveWorld(b *testing.B) {
 	}
 	// Two engines on the same files: request-time users embedded from the
 	// teacher view and from the narrow student view.
-	engine := func(narrow bool) (*retrieval.Engine, *retrieval.Served) {
+	engine := func(narrow, calibrated bool) (*retrieval.Engine, *retrieval.Served) {
 		served, err := retrieval.Open(ctx, m, store, vdir, store.MaxTS(), retrieval.BuildOptions{Search: search})
 		if err != nil {
 			b.Fatal(err)
 		}
 		eng, err := retrieval.NewEngine(store, retrieval.Options{Rank: rank.DefaultOptions(), Weights: rank.DefaultWeights(),
-			NoKeywords: true, NarrowRequestView: narrow})
+			NoKeywords: true, NarrowRequestView: narrow, CalibratedPrior: calibrated})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -88,10 +89,13 @@ func BenchmarkRetrieveWorld(b *testing.B) {
 		}
 		return eng, served
 	}
-	eng, served := engine(false)
+	eng, served := engine(false, false)
 	defer eng.Close()
-	narrowEng, _ := engine(true)
+	narrowEng, _ := engine(true, false)
 	defer narrowEng.Close()
+	// As hir serve does: the model version's calibrated prior weight.
+	calEng, _ := engine(false, true)
+	defer calEng.Close()
 	// Known users that are not new: served their generation embedding.
 	var users []graph.Ref
 	asOf := store.MaxTS()
@@ -133,13 +137,17 @@ func BenchmarkRetrieveWorld(b *testing.B) {
 		{"filter=none", nil, nil, false},
 		{"filter=1%", onePct, nil, false},
 		{"filter=none/similarity-only", nil, &rank.Weights{}, false},
+		{"filter=none/calibrated-prior", nil, nil, false},
 		{"fresh/filter=none", nil, nil, true},
 		{"fresh/narrow/filter=none", nil, nil, true},
 	} {
 		b.Run(fc.name, func(b *testing.B) {
 			eng := eng
-			if strings.Contains(fc.name, "narrow") {
+			switch {
+			case strings.Contains(fc.name, "narrow"):
 				eng = narrowEng
+			case strings.Contains(fc.name, "calibrated"):
+				eng = calEng
 			}
 			req := func(i int) retrieval.Request {
 				if fc.fresh {
