@@ -296,6 +296,18 @@ type CalibrationPoint struct {
 	NDCG        float64  `json:"ndcg"`
 }
 
+// String gives the point as logs show it: the candidate's settings (the
+// popularity weight only where set) and its scores.
+func (p CalibrationPoint) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "new_ad_scale=%g", p.NewAdScale)
+	if p.Popularity != nil {
+		fmt.Fprintf(&b, " popularity_weight=%g", *p.Popularity)
+	}
+	fmt.Fprintf(&b, " prior_weight=%g recall=%.4f ndcg=%.4f", p.PriorWeight, p.Recall, p.NDCG)
+	return b.String()
+}
+
 // WriteCalibration adds c to the version directory dir as FileCalibration
 // and updates its checksums, each file written aside and renamed into
 // place, so that a crash leaves either the version as it was or the

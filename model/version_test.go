@@ -2,6 +2,7 @@ package model
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -202,5 +203,23 @@ func TestQuarantine(t *testing.T) {
 	}
 	if removed, err := CleanStale(dir); err != nil || len(removed) != 0 {
 		t.Errorf("CleanStale removed %v (%v): a quarantined version stays for inspection", removed, err)
+	}
+}
+
+// TestCalibrationPointString checks the form logs give calibration points:
+// the popularity weight's value where a point has one (not the pointer).
+func TestCalibrationPointString(t *testing.T) {
+	half := float32(0.5)
+	for _, tc := range []struct {
+		p    CalibrationPoint
+		want string
+	}{
+		{CalibrationPoint{NewAdScale: 2, Recall: 0.0135, NDCG: 0.0085}, "new_ad_scale=2 prior_weight=0 recall=0.0135 ndcg=0.0085"},
+		{CalibrationPoint{Popularity: &half, Recall: 0.02364, NDCG: 0.01172}, "new_ad_scale=0 popularity_weight=0.5 prior_weight=0 recall=0.0236 ndcg=0.0117"},
+		{CalibrationPoint{PriorWeight: 0.125, Recall: 0.0439, NDCG: 0.0198}, "new_ad_scale=0 prior_weight=0.125 recall=0.0439 ndcg=0.0198"},
+	} {
+		if got := fmt.Sprintf("%v", []CalibrationPoint{tc.p}); got != "["+tc.want+"]" {
+			t.Errorf("got %s, want [%s]", got, tc.want)
+		}
 	}
 }

@@ -35,7 +35,8 @@ import (
 //
 // HIR_BENCH_EXHAUSTIVE_MAX=N sets index.SearchOptions.ExhaustiveMax and
 // HIR_BENCH_RESIDUAL_FIRST=1 its ResidualFirst, HIR_BENCH_BAND=X its
-// ErrorBand (-1: every doc scored exactly).
+// ErrorBand (0 or -1: every doc scored exactly); HIR_BENCH_PRIOR=W adds
+// known users at prior weight W, unfiltered and under the 1% filter.
 func BenchmarkRetrieveWorld(b *testing.B) {
 	dir := os.Getenv("HIR_BENCH_DATA")
 	if dir == "" {
@@ -128,19 +129,31 @@ func BenchmarkRetrieveWorld(b *testing.B) {
 		})
 		fresh[i] = r
 	}
-	for _, fc := range []struct {
+	type benchCase struct {
 		name    string
 		filter  *index.Filter
 		weights *rank.Weights
 		fresh   bool
-	}{
+	}
+	// HIR_BENCH_PRIOR=W adds known users at prior weight W (a model
+	// version's calibrated weight without its calibration).
+	var extra []benchCase
+	if v := os.Getenv("HIR_BENCH_PRIOR"); v != "" {
+		w, err := strconv.ParseFloat(v, 32)
+		if err != nil {
+			b.Fatalf("HIR_BENCH_PRIOR: %v", err)
+		}
+		pw := &rank.Weights{Prior: float32(w), CoEngagement: rank.DefaultCoEngageWeight}
+		extra = []benchCase{{"filter=none/prior=" + v, nil, pw, false}, {"filter=1%/prior=" + v, onePct, pw, false}}
+	}
+	for _, fc := range append([]benchCase{
 		{"filter=none", nil, nil, false},
 		{"filter=1%", onePct, nil, false},
 		{"filter=none/similarity-only", nil, &rank.Weights{}, false},
 		{"filter=none/calibrated-prior", nil, nil, false},
 		{"fresh/filter=none", nil, nil, true},
 		{"fresh/narrow/filter=none", nil, nil, true},
-	} {
+	}, extra...) {
 		b.Run(fc.name, func(b *testing.B) {
 			eng := eng
 			switch {
