@@ -118,10 +118,21 @@ func topLive(live *roaring.Bitmap, n int, value func(id uint32) float32) []uint3
 // popularity at 0 still reads. It returns the number of docs it scored.
 func (s *Snapshot) popularityPass(h []Hit, k int, vec []float32, cand *roaring.Bitmap, allowed allowSet,
 	score func(id uint32) (Hit, bool)) ([]Hit, int) {
-	if s.popAxis < 0 || vec[s.popAxis] < 0 {
+	r := s.popularityList(vec)
+	if r == nil {
 		return h, 0
 	}
-	return s.byPopularity().pass(h, k, cand, allowed, nil, score)
+	return r.pass(h, k, cand, allowed, nil, score)
+}
+
+// popularityList returns the docs the popularity pass of a query vec
+// scores, nil when it scores none (no popularity axis, or a negative
+// coordinate).
+func (s *Snapshot) popularityList(vec []float32) *ranked {
+	if s.popAxis < 0 || vec[s.popAxis] < 0 {
+		return nil
+	}
+	return s.byPopularity()
 }
 
 // pass adds to the top-k heap h, in r's order, the docs of r that are

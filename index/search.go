@@ -131,8 +131,8 @@ type Result struct {
 	Hits []Hit `json:"hits"`
 	// Candidates is the number of candidate docs (the passes' docs come on
 	// top); Exact is the number of docs whose similarity was computed
-	// exactly: every doc scored, or the shortlist of the approximate scores
-	// (SearchOptions.ShortlistFactor).
+	// exactly: every doc scored, or those of the error band
+	// (SearchOptions.ErrorBand).
 	Candidates int `json:"candidates"`
 	Exact      int `json:"exact"`
 	// Allowed is the number of live docs passing Filter/Restrict/Exclude.
@@ -524,11 +524,10 @@ func (s *Snapshot) rerankBand(ctx context.Context, vec []float32, priorW float32
 	scale := band * float32(math.Sqrt(spread))
 	var pass *ranked
 	if withPriorPass {
-		switch {
-		case priorW > 0:
+		if priorW > 0 {
 			pass = s.byPrior(channel)
-		case s.popAxis >= 0 && vec[s.popAxis] >= 0:
-			pass = s.byPopularity()
+		} else {
+			pass = s.popularityList(vec)
 		}
 	}
 	n := int(cand.GetCardinality())
