@@ -187,7 +187,7 @@ func TestBenchRunClosedLoop(t *testing.T) {
 	}
 }
 
-// TestBenchRunReusesConnections checks that every client keeps one
+// TestBenchRunReusesConnections checks that every client keeps its
 // connection whatever the size of the answers: a body left partly unread
 // closes its connection, and a load generator that opened one per request
 // measured the server's accept path instead of its retrieval (answers of
@@ -217,7 +217,10 @@ func TestBenchRunReusesConnections(t *testing.T) {
 	if rep.Errors != 0 || rep.Requests < 10 {
 		t.Fatalf("errors %d, requests %d", rep.Errors, rep.Requests)
 	}
-	if n := conns.Load(); n > clients {
-		t.Errorf("%d connections opened for %d requests of %d clients, want at most %d", n, rep.Requests, clients, clients)
+	// A connection goes back to the idle pool just after its answer is
+	// read, so a client's next request may now and then dial before it is
+	// back (net/http then keeps both): a few more than one per client.
+	if n := conns.Load(); n > 2*clients {
+		t.Errorf("%d connections opened for %d requests of %d clients, want at most %d", n, rep.Requests, clients, 2*clients)
 	}
 }
