@@ -393,14 +393,21 @@ func fileSHA256(path string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
+// spectralHalfLifeBefore is the half-life, in days, of the spectral
+// factors' fit before Config.SpectralHalfLifeDays existed.
+const spectralHalfLifeBefore = 60
+
 // readCheckpointConfig reads a version's config.json. A feature the file
 // predates keeps the value that turns it off (-1), as the version was
-// trained without it. A version whose encoder took the spectral factors as
+// trained without it, and a spectral fit it predates the half-life it was
+// fitted with (spectralHalfLifeBefore), so that a refit (calibration) fits
+// as the version did. A version whose encoder took the spectral factors as
 // inputs (factors, but no spectral_weight) is refused with ErrBadConfig.
 func readCheckpointConfig(dir string) (CheckpointConfig, error) {
 	var cc CheckpointConfig
 	cc.Model.IDRows, cc.Model.Activity, cc.Model.History, cc.Model.Spectral = -1, -1, -1, -1
 	cc.Model.SpectralWeight = -1
+	cc.Model.SpectralHalfLifeDays = spectralHalfLifeBefore
 	if err := readJSON(filepath.Join(dir, FileConfig), &cc); err != nil {
 		return cc, err
 	}

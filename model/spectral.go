@@ -28,16 +28,10 @@ const spectralMagic = "hir-spectral-v1"
 // spectralIters is the number of subspace iterations of fitSpectral.
 const spectralIters = 5
 
-// spectralHalfLife is the half-life of an engagement's weight in the
-// matrix that fitSpectral factorises: long, so that the factors keep the
-// co-engagement structure of months, while a living service's oldest
-// events fade.
-const spectralHalfLife = 60 * 24 * time.Hour
-
 // spectralTable holds the spectral factors of the ads: the top Config.Spectral
 // eigenvectors of the ad-ad co-engagement matrix A^T A, where A is the
 // user-ad engagement matrix (graph.Sampler.HistoryPrior times
-// 2^(-age/spectralHalfLife)) normalised by both sides' weighted degrees,
+// 2^(-age/Config.SpectralHalfLifeDays)) normalised by both sides' weighted degrees,
 // A[u,a] = w(u,a) / sqrt(d(u) d(a)) (LightGCN's normalisation). An ad's row
 // is its coordinates in that subspace, each factor scaled by its singular
 // value, every row divided by the longest's norm; two ads engaged by the
@@ -290,6 +284,22 @@ func (t *spectralTable) fold(dst []float32, rows []int32, w []float32) bool {
 	return folded
 }
 
+// spectralFit holds what shapes a fit of the spectral factors: the
+// Spectral* fields of a Config (Config.spectralFit).
+type spectralFit struct {
+	k            int     // factors per row (Spectral)
+	halfLifeDays float64 // an engagement's half-life; <= 0: no decay (SpectralHalfLifeDays)
+	content      float64 // content's weight; <= 0: none (SpectralContent)
+	minProfile   int     // users a profile row needs; <= 0: none (SpectralProfile)
+	profileDays  float64 // a user's half-life in the profile rows (SpectralProfileDays)
+}
+
+// spectralFit returns the fit c's Spectral* fields describe.
+func (c Config) spectralFit() spectralFit {
+	return spectralFit{k: c.Spectral, halfLifeDays: c.SpectralHalfLifeDays, content: c.SpectralContent,
+		minProfile: c.SpectralProfile, profileDays: c.SpectralProfileDays}
+}
+
 // spectralEntry is one entry of the matrix fitSpectral factorises: row u
 // (a user, or a content pseudo-user after the users), ad row a, weight w.
 type spectralEntry struct {
@@ -316,8 +326,9 @@ type spectralEntry struct {
 // version to the next (a served vector kept by a client, or two versions
 // compared, read in the same coordinates); otherwise each factor's largest
 // entry is made positive. Deterministic for the same edges and seed.
-func fitSpectral(ctx gocontext.Context, store *graph.Store, sm *graph.Sampler, k int, asOf int64, seed uint64, prev *spectralTable,
-	content func(ad graph.NodeID) []int32, keys func(ad graph.NodeID) []uint64, alpha float64, minProfile int, profileDays float64) (*spectralTable, error) {
+func fitSpectral(ctx gocontext.Context, store *graph.Store, sm *graph.Sampler, fit spectralFit, asOf int64, seed uint64, prev *spectralTable,
+	content func(ad graph.NodeID) []int32, keys func(ad graph.NodeID) []uint64) (*spectralTable, error) {
+	k, alpha := fit.k, fit.content
 	nUsers, nAds := store.NumNodes(graph.NodeUser), store.NumNodes(graph.NodeAd)
 	userRow, adRow := make([]int32, nUsers), make([]int32, nAds)
 	for i := range userRow {
@@ -330,7 +341,11 @@ func fitSpectral(ctx gocontext.Context, store *graph.Store, sm *graph.Sampler, k
 	var adIdx, userIdx []uint32
 	var first []int64
 	nu := int32(0)
-	halfMS := float64(spectralHalfLife.Milliseconds())
+	decay := func(int64) float64 { return 1 }
+	if fit.halfLifeDays > 0 {
+		halfMS := fit.halfLifeDays * float64((24 * time.Hour).Milliseconds())
+		decay = func(ts int64) float64 { return math.Exp2(-float64(max(asOf-ts, 0)) / halfMS) }
+	}
 	store.ForEachEdge(store.MinTS(), asOf+1, func(src graph.NodeID, e graph.Edge) bool {
 		if src.Type != graph.NodeUser || e.Nbr.Type != graph.NodeAd || int(src.Idx) >= nUsers || int(e.Nbr.Idx) >= nAds {
 			return true
@@ -350,7 +365,7 @@ func fitSpectral(ctx gocontext.Context, store *graph.Store, sm *graph.Sampler, k
 			first = append(first, e.TS)
 		}
 		first[adRow[e.Nbr.Idx]] = min(first[adRow[e.Nbr.Idx]], e.TS)
-		w := float64(p) * math.Exp2(-float64(max(asOf-e.TS, 0))/halfMS)
+		w := float64(p) * decay(e.TS)
 		ents = append(ents, spectralEntry{userRow[src.Idx], adRow[e.Nbr.Idx], w, e.TS})
 		return true
 	})
@@ -511,8 +526,8 @@ func fitSpectral(ctx gocontext.Context, store *graph.Store, sm *graph.Sampler, k
 	if keys != nil {
 		t.fitAttr(adIdx, engaged, func(ad uint32) []uint64 { return keys(graph.NodeID{Type: graph.NodeAd, Idx: ad}) })
 	}
-	if content != nil && minProfile > 0 {
-		t.fitProfile(ents, userIdx, func(u uint32) []int32 { return content(graph.NodeID{Type: graph.NodeUser, Idx: u}) }, minProfile, profileDays, asOf)
+	if content != nil && fit.minProfile > 0 {
+		t.fitProfile(ents, userIdx, func(u uint32) []int32 { return content(graph.NodeID{Type: graph.NodeUser, Idx: u}) }, fit.minProfile, fit.profileDays, asOf)
 	}
 	t.buildIndex()
 	return t, nil
@@ -794,7 +809,7 @@ func (m *Model) Refit(ctx gocontext.Context, store *graph.Store, asOf int64) (*M
 		return nil, err
 	}
 	sm := graph.NewSampler(store, m.cfg.Train.Sampler)
-	spec, err := fitSpectral(ctx, store, sm, cfg.Spectral, asOf, seed, nil, feat.contentBuckets(store), adKeys(store), cfg.SpectralContent, cfg.SpectralProfile, cfg.SpectralProfileDays)
+	spec, err := fitSpectral(ctx, store, sm, cfg.spectralFit(), asOf, seed, nil, feat.contentBuckets(store), adKeys(store))
 	if err != nil {
 		return nil, fmt.Errorf("refit spectral factors: %w", err)
 	}

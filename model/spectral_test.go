@@ -20,10 +20,16 @@ import (
 	"github.com/hir-ads/hir/graph"
 )
 
+// testFit is the fit of k factors at the default half-life, without
+// content or profile rows.
+func testFit(k int) spectralFit {
+	return spectralFit{k: k, halfLifeDays: DefaultSpectralHalfLifeDays}
+}
+
 func fitTestSpectral(t *testing.T, w *synthWorld, k int, seed uint64, prev *spectralTable) *spectralTable {
 	t.Helper()
 	sm := graph.NewSampler(w.store, graph.SamplerOptions{})
-	tbl, err := fitSpectral(gocontext.Background(), w.store, sm, k, w.store.MaxTS(), seed, prev, nil, nil, 0, 0, 0)
+	tbl, err := fitSpectral(gocontext.Background(), w.store, sm, testFit(k), w.store.MaxTS(), seed, prev, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,6 +154,63 @@ func TestFitSpectral(t *testing.T) {
 	}
 }
 
+// TestSpectralHalfLife checks that the half-life shapes the fit: a short
+// one gives the longer rows to the ads engaged lately rather than to those
+// engaged most over the whole span, and a very long one reads as no decay.
+func TestSpectralHalfLife(t *testing.T) {
+	w := newSynthWorld(t, 120, 60, 4, 16, 1)
+	sm := graph.NewSampler(w.store, graph.SamplerOptions{})
+	asOf := w.store.MaxTS()
+	const k, short = 4, 2.0 // days
+	fit := func(days float64) *spectralTable {
+		t.Helper()
+		f := testFit(k)
+		f.halfLifeDays = days
+		tbl, err := fitSpectral(gocontext.Background(), w.store, sm, f, asOf, 1, nil, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tbl
+	}
+	// recent holds each ad's positive engagement weighted by the short
+	// half-life, as the short fit weighs it.
+	recent := map[string]float64{}
+	w.store.ForEachEdge(w.store.MinTS(), asOf+1, func(src graph.NodeID, e graph.Edge) bool {
+		if src.Type == graph.NodeUser && e.Nbr.Type == graph.NodeAd && sm.HistoryPrior(e.Type) > 0 {
+			age := float64(asOf-e.TS) / float64((24 * time.Hour).Milliseconds())
+			recent[w.store.Ref(e.Nbr).ID] += float64(sm.HistoryPrior(e.Type)) * math.Exp2(-age/short)
+		}
+		return true
+	})
+	// corr is the Pearson correlation of the table's row norms with recent.
+	corr := func(tbl *spectralTable) float64 {
+		var x, y []float64
+		for i, id := range tbl.IDs {
+			x = append(x, float64(vek32.Norm(tbl.Rows[i*k:(i+1)*k])))
+			y = append(y, recent[id])
+		}
+		mx, my := meanOf(x), meanOf(y)
+		var sxy, sxx, syy float64
+		for i := range x {
+			sxy += (x[i] - mx) * (y[i] - my)
+			sxx += (x[i] - mx) * (x[i] - mx)
+			syy += (y[i] - my) * (y[i] - my)
+		}
+		return sxy / math.Sqrt(sxx*syy)
+	}
+	none, shortFit := fit(-1), fit(short)
+	if cn, cs := corr(none), corr(shortFit); !(cs > cn+0.05) {
+		t.Errorf("correlation of the rows' norms with recent engagement: %.3f at a %v-day half-life, %.3f without decay; want the first higher", cs, short, cn)
+	}
+	var maxDiff float64
+	for i, v := range fit(1e9).Rows {
+		maxDiff = max(maxDiff, math.Abs(float64(v-none.Rows[i])))
+	}
+	if maxDiff > 1e-4 {
+		t.Errorf("a half-life of 1e9 days differs from no decay by %.2g", maxDiff)
+	}
+}
+
 // TestSpectralFile checks that a table survives its file and that a
 // damaged file or one of another width is refused.
 func TestSpectralFile(t *testing.T) {
@@ -259,8 +322,8 @@ func TestAttrRows(t *testing.T) {
 	}
 	sm := graph.NewSampler(w.store, graph.SamplerOptions{})
 	const k = 4
-	tbl, err := fitSpectral(gocontext.Background(), w.store, sm, k, w.store.MaxTS(), 1, nil, nil,
-		func(id graph.NodeID) []uint64 { return keyOf[id] }, 0, 0, 0)
+	tbl, err := fitSpectral(gocontext.Background(), w.store, sm, testFit(k), w.store.MaxTS(), 1, nil, nil,
+		func(id graph.NodeID) []uint64 { return keyOf[id] })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -857,7 +920,9 @@ func contentFitter(t *testing.T, w *synthWorld, mc Config) (*featurizer, func(al
 	sm := graph.NewSampler(w.store, graph.SamplerOptions{})
 	return feat, func(alpha float64, minProfile int) *spectralTable {
 		t.Helper()
-		tbl, err := fitSpectral(gocontext.Background(), w.store, sm, 4, w.store.MaxTS(), 1, nil, feat.contentBuckets(w.store), nil, alpha, minProfile, -1)
+		fit := testFit(4)
+		fit.content, fit.minProfile, fit.profileDays = alpha, minProfile, -1
+		tbl, err := fitSpectral(gocontext.Background(), w.store, sm, fit, w.store.MaxTS(), 1, nil, feat.contentBuckets(w.store), nil)
 		if err != nil {
 			t.Fatal(err)
 		}

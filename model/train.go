@@ -222,8 +222,8 @@ func Train(ctx gocontext.Context, store *graph.Store, cfg TrainConfig, dataDir s
 	var specSeconds float64
 	if cfg.Model.Spectral > 0 {
 		t0 := time.Now()
-		if spec, err = fitSpectral(ctx, store, tr.sampler, cfg.Model.Spectral, store.MaxTS(), cfg.Seed, prevSpec,
-			tr.feat.contentBuckets(store), adKeys(store), cfg.Model.SpectralContent, cfg.Model.SpectralProfile, cfg.Model.SpectralProfileDays); err != nil {
+		if spec, err = fitSpectral(ctx, store, tr.sampler, cfg.Model.spectralFit(), store.MaxTS(), cfg.Seed, prevSpec,
+			tr.feat.contentBuckets(store), adKeys(store)); err != nil {
 			return nil, err
 		}
 		specSeconds = time.Since(t0).Seconds()
