@@ -1,6 +1,7 @@
 package index
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math"
@@ -364,5 +365,26 @@ func BenchmarkUpsert(b *testing.B) {
 			b.Fatal(err)
 		}
 		i++
+	}
+}
+
+// BenchmarkLoad measures reading a 100k-doc snapshot file's bytes back
+// into a snapshot: decoding, and the path codes, residual norms and axis
+// shares computed from the embeddings.
+func BenchmarkLoad(b *testing.B) {
+	if testing.Short() {
+		b.Skip("slow")
+	}
+	e := setupBench(b, 100_000)
+	var buf bytes.Buffer
+	if _, err := e.snap.WriteTo(&buf); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(buf.Len()))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ReadSnapshot(bytes.NewReader(buf.Bytes())); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

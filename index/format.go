@@ -191,7 +191,6 @@ func decodeSnapshot(data []byte) (s *Snapshot, err error) {
 		return nil, err
 	}
 	tx.fillCodes()
-	tx.fitShares()
 	return tx.commit(), nil
 }
 

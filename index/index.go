@@ -690,23 +690,41 @@ func (tx *txn) setCode(id uint32, vec []float32, code uint32) {
 	c[0], c[1] = code, math.Float32bits(float32(math.Sqrt(float64(Dot(r, r)))))
 }
 
-// fillCodes computes the path code of every live doc from its embedding
-// (a snapshot file does not store them), on two goroutines.
+// fillCodes computes the path code and residual norm of every live doc
+// from its embedding (a snapshot file does not store them), and the
+// snapshot's resShare from the same residuals, on two goroutines.
 func (tx *txn) fillCodes() {
 	ids := tx.s.live.ToArray()
-	codes := make([]uint32, len(ids))
+	dim := tx.s.q.dim
+	codes, norms := make([]uint32, len(ids)), make([]float32, len(ids))
+	var mu sync.Mutex
+	sum := make([]float64, dim)
 	parallelRange(len(ids), min(2, runtime.GOMAXPROCS(0)), func(lo, hi int) {
+		r, part := make([]float32, dim), make([]float64, dim)
 		for i := lo; i < hi; i++ {
-			codes[i] = tx.s.q.pathCode(tx.emb.v.at(int(ids[i])))
+			v := tx.emb.v.at(int(ids[i]))
+			codes[i] = tx.s.q.pathCode(v)
+			tx.s.q.residual(v, codes[i], r)
+			norms[i] = float32(math.Sqrt(float64(Dot(r, r))))
+			for j, x := range r {
+				part[j] += float64(x) * float64(x)
+			}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for j, x := range part {
+			sum[j] += x
 		}
 	})
 	for i, id := range ids {
-		tx.setCode(id, tx.emb.v.at(int(id)), codes[i])
+		c := tx.code.slot(int(id))
+		c[0], c[1] = codes[i], math.Float32bits(norms[i])
 	}
+	tx.setShares(sum)
 }
 
-// fitShares sets the snapshot's resShare from its live docs (nil when
-// their residuals are all zero).
+// fitShares sets the snapshot's resShare from its live docs' residuals
+// (nil when they are all zero).
 func (tx *txn) fitShares() {
 	dim := tx.s.q.dim
 	sum := make([]float64, dim)
@@ -718,13 +736,19 @@ func (tx *txn) fitShares() {
 			sum[i] += float64(x) * float64(x)
 		}
 	}
+	tx.setShares(sum)
+}
+
+// setShares sets the snapshot's resShare from each axis's summed residual
+// energy (nil when it is all zero).
+func (tx *txn) setShares(sum []float64) {
 	var total float64
 	for _, x := range sum {
 		total += x
 	}
 	tx.s.resShare = nil
 	if total > 0 {
-		tx.s.resShare = make([]float32, dim)
+		tx.s.resShare = make([]float32, len(sum))
 		for i, x := range sum {
 			tx.s.resShare[i] = float32(x / total)
 		}
