@@ -163,8 +163,7 @@ func DefaultConfig() Config {
 	return Config{
 		Dim: 64, Heads: 4, Layers: 2, FFNDim: 128, EmbedDim: 64,
 		HashK: 16, HashDim: 64, IDRows: -1, Activity: ActivityTyped, History: 32, Spectral: 128, SpectralWeight: 2, SpectralContent: -1, SpectralProfile: 20, SpectralProfileDays: DefaultSpectralProfileDays,
-		SpectralHalfLifeDays: DefaultSpectralHalfLifeDays,
-		TextBkts:             1 << 14, TextLen: 24, AttrBkts: 1 << 10, AttrLen: 8, VectorDim: 32,
+		SpectralHalfLifeDays: DefaultSpectralHalfLifeDays, TextBkts: 1 << 14, TextLen: 24, AttrBkts: 1 << 10, AttrLen: 8, VectorDim: 32,
 		Prototypes:    []int{16, 64, 256},
 		StudentTemp:   0.1,
 		TeacherTemp:   0.05,
