@@ -684,10 +684,21 @@ func (tx *txn) setCode(id uint32, vec []float32, code uint32) {
 	if len(tx.scratch) != len(vec) {
 		tx.scratch = make([]float32, len(vec))
 	}
-	r := tx.scratch
-	tx.s.q.residual(vec, code, r)
+	tx.putCode(id, code, tx.s.q.residualNorm(vec, code, tx.scratch))
+}
+
+// putCode stores doc id's path code and its residual's norm.
+func (tx *txn) putCode(id, code uint32, norm float32) {
 	c := tx.code.slot(int(id))
-	c[0], c[1] = code, math.Float32bits(float32(math.Sqrt(float64(Dot(r, r)))))
+	c[0], c[1] = code, math.Float32bits(norm)
+}
+
+// addSquares adds each of r's squared coordinates to sum's: an axis's
+// residual energy (resShare).
+func addSquares(sum []float64, r []float32) {
+	for i, x := range r {
+		sum[i] += float64(x) * float64(x)
+	}
 }
 
 // fillCodes computes the path code and residual norm of every live doc
@@ -704,11 +715,8 @@ func (tx *txn) fillCodes() {
 		for i := lo; i < hi; i++ {
 			v := tx.emb.v.at(int(ids[i]))
 			codes[i] = tx.s.q.pathCode(v)
-			tx.s.q.residual(v, codes[i], r)
-			norms[i] = float32(math.Sqrt(float64(Dot(r, r))))
-			for j, x := range r {
-				part[j] += float64(x) * float64(x)
-			}
+			norms[i] = tx.s.q.residualNorm(v, codes[i], r)
+			addSquares(part, r)
 		}
 		mu.Lock()
 		defer mu.Unlock()
@@ -717,8 +725,7 @@ func (tx *txn) fillCodes() {
 		}
 	})
 	for i, id := range ids {
-		c := tx.code.slot(int(id))
-		c[0], c[1] = codes[i], math.Float32bits(norms[i])
+		tx.putCode(id, codes[i], norms[i])
 	}
 	tx.setShares(sum)
 }
@@ -732,9 +739,7 @@ func (tx *txn) fitShares() {
 	for it := tx.s.live.Iterator(); it.HasNext(); {
 		id := int(it.Next())
 		tx.s.q.residual(tx.emb.v.at(id), tx.code.v.at(id)[0], r)
-		for i, x := range r {
-			sum[i] += float64(x) * float64(x)
-		}
+		addSquares(sum, r)
 	}
 	tx.setShares(sum)
 }

@@ -423,6 +423,13 @@ func (q *Quantizer) residual(vec []float32, code uint32, out []float32) {
 	sub(out, q.proto(len(q.flat)-1, int(code)))
 }
 
+// residualNorm writes vec's residual under path code into r (residual)
+// and returns its norm.
+func (q *Quantizer) residualNorm(vec []float32, code uint32, r []float32) float32 {
+	q.residual(vec, code, r)
+	return float32(math.Sqrt(float64(Dot(r, r))))
+}
+
 // bagPathCode returns the path code that a bag of Bag (in its rank order)
 // holds: the code of its first token at the last level, residual or
 // finest without fitted residual levels; false when the bag has none.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/viterin/vek/vek32"
 	"gonum.org/v1/gonum/mat"
+	"gonum.org/v1/gonum/stat"
 
 	"github.com/hir-ads/hir/graph"
 )
@@ -189,14 +190,7 @@ func TestSpectralHalfLife(t *testing.T) {
 			x = append(x, float64(vek32.Norm(tbl.Rows[i*k:(i+1)*k])))
 			y = append(y, recent[id])
 		}
-		mx, my := meanOf(x), meanOf(y)
-		var sxy, sxx, syy float64
-		for i := range x {
-			sxy += (x[i] - mx) * (y[i] - my)
-			sxx += (x[i] - mx) * (x[i] - mx)
-			syy += (y[i] - my) * (y[i] - my)
-		}
-		return sxy / math.Sqrt(sxx*syy)
+		return stat.Correlation(x, y, nil)
 	}
 	none, shortFit := fit(-1), fit(short)
 	if cn, cs := corr(none), corr(shortFit); !(cs > cn+0.05) {
