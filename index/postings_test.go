@@ -1,6 +1,8 @@
 package index
 
 import (
+	"math"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/RoaringBitmap/roaring/v2"
@@ -58,3 +60,97 @@ var cmpEmpty = cmp.Transformer("nilEmpty", func(s []uint32) []uint32 {
 	}
 	return s
 })
+
+// manyBitmaps returns n bitmaps of per ids each in [0, span), drawn at
+// random (scattered) or as runs of consecutive ids.
+func manyBitmaps(r *rand.Rand, n, per int, span uint32, runs bool) []*roaring.Bitmap {
+	bms := make([]*roaring.Bitmap, n)
+	for i := range bms {
+		b := roaring.New()
+		base := r.Uint32N(span)
+		for j := range per {
+			if runs {
+				b.Add((base + uint32(j)) % span)
+			} else {
+				b.Add(r.Uint32N(span))
+			}
+		}
+		bms[i] = b
+	}
+	return bms
+}
+
+// TestUnionMany checks Union of many inputs, where it ORs the small ones
+// densely, against a pairwise OR, with large inputs (bitmap and run
+// containers), nil and empty ones mixed in, and ids spread too wide for
+// the dense array.
+func TestUnionMany(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	large := roaring.New()
+	large.AddRange(100_000, 180_000) // run container after RunOptimize
+	large.RunOptimize()
+	dense := roaring.New()
+	for i := uint32(0); i < 200_000; i += 3 {
+		dense.Add(i) // bitmap containers
+	}
+	tests := []struct {
+		name string
+		bms  []*roaring.Bitmap
+	}{
+		{"scattered", manyBitmaps(r, 1000, 10, 1_000_000, false)},
+		{"runs", manyBitmaps(r, 1000, 10, 1_000_000, true)},
+		{"just enough inputs", manyBitmaps(r, denseUnionMin, 3, 70_000, false)},
+		{"one short of dense", manyBitmaps(r, denseUnionMin-1, 3, 70_000, false)},
+		{"with large, nil and empty", append(manyBitmaps(r, 100, 20, 300_000, false), large, nil, roaring.New(), dense)},
+		{"too sparse for dense", append(manyBitmaps(r, 40, 1, 1000, false), roaring.BitmapOf(1<<31))},
+		{"largest id", append(manyBitmaps(r, 40, 2, 1<<20, false), roaring.BitmapOf(math.MaxUint32))},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			want := roaring.New()
+			for _, b := range tc.bms {
+				if b != nil {
+					want.Or(b)
+				}
+			}
+			got := Union(tc.bms...)
+			if !got.Equals(want) {
+				t.Fatalf("Union of %d inputs: %d ids, want %d", len(tc.bms), got.GetCardinality(), want.GetCardinality())
+			}
+			var extra uint32
+			for want.Contains(extra) {
+				extra++
+			}
+			got.Add(extra)
+			for i, b := range tc.bms {
+				if b != nil && b.Contains(extra) {
+					t.Fatalf("the result aliases input %d", i)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkUnion measures Union of an attribute filter's value bitmaps: a
+// thousand values of ten ads each among a million ads, the ads of one
+// value scattered or consecutive, against roaring.FastOr of the same
+// inputs.
+func BenchmarkUnion(b *testing.B) {
+	for _, runs := range []bool{false, true} {
+		bms := manyBitmaps(rand.New(rand.NewPCG(1, 2)), 1009, 10, 1_000_000, runs)
+		name := "scattered"
+		if runs {
+			name = "runs"
+		}
+		b.Run(name+"/Union", func(b *testing.B) {
+			for b.Loop() {
+				_ = Union(bms...)
+			}
+		})
+		b.Run(name+"/FastOr", func(b *testing.B) {
+			for b.Loop() {
+				_ = roaring.FastOr(bms...)
+			}
+		})
+	}
+}

@@ -59,7 +59,7 @@ func parseEvalFlags(e *env, args []string) (*evalFlags, error) {
 	newAd := fs.Float64("new-ad-scale", 0, "serve new ads' spectral factors at this scale instead of the model version's (0: the version's)")
 	fs.BoolVar(&f.ours.NarrowRequestView, "narrow-request-view", false, "embed "+eval.MethodOursContext+"'s users from the model's narrow student view (serve's --narrow-request-view)")
 	fs.IntVar(&f.ours.Build.Search.ExhaustiveMax, "exhaustive-max", 1, "token index: re-rank the whole catalogue at most this size (serving default 16384)")
-	errorBand := fs.Float64("error-band", 0, "token index: score exactly only the ads within this many estimated standard deviations of the approximate scores' error of the k-th best (e.g. 4; 0, the default, or negative: score every ad exactly)")
+	errorBand := fs.Float64("error-band", 0, errorBandUsage)
 	fs.StringVar(&f.service.URL, "service", "", "also score the HIR service at this URL through its REST API (method service; alone unless --methods names others); it must start empty: the training window is posted and trained on")
 	fs.StringVar(&f.service.APIKey, "service-api-key", "", "bearer API key for the service's writes (default env HIR_API_KEY)")
 	fs.BoolVar(&f.service.NoIngest, "service-no-ingest", false, "the service already holds exactly the training window and serves a model of it: post and train nothing")

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"os/signal"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/hir-ads/hir/eventlog"
 	"github.com/hir-ads/hir/graph"
+	"github.com/hir-ads/hir/index"
 	"github.com/hir-ads/hir/model"
 	"github.com/hir-ads/hir/retrieval"
 	"github.com/hir-ads/hir/serving"
@@ -62,6 +64,8 @@ type serveConfig struct {
 	// (retrieval.Options.EmbedBatch.Max and NarrowRequestView).
 	embedBatch int
 	narrowView bool
+	// errorBand is the token index's index.SearchOptions.ErrorBand.
+	errorBand float64
 	// debugAddr, when set, is the address of a second listener serving
 	// Go's profiles (net/http/pprof) under /debug/pprof/.
 	debugAddr string
@@ -76,7 +80,7 @@ type serveConfig struct {
 
 // build returns the build options of the served generations.
 func (cfg *serveConfig) build(logger *slog.Logger) retrieval.BuildOptions {
-	return retrieval.BuildOptions{Logger: logger}
+	return retrieval.BuildOptions{Logger: logger, Search: index.SearchOptions{ErrorBand: float32(cfg.errorBand)}}
 }
 
 func runServe(ctx context.Context, e *env, args []string) error {
@@ -105,6 +109,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	fs.DurationVar(&cfg.maxQueueWait, "max-queue-wait", serving.DefaultMaxQueueWait, "how long a request waits for one of the --max-inflight slots before it is shed")
 	fs.IntVar(&cfg.embedBatch, "embed-batch", retrieval.DefaultEmbedBatchMax, "most request-time embeddings (never-seen users, context events) of concurrent requests run in one forward call where GoMLX runs the encoder (XLA); the pure-Go backend's native forward pass embeds each in its own request (1: no batching)")
 	fs.BoolVar(&cfg.narrowView, "narrow-request-view", false, "embed request-time users from the model's narrow student view (faster; answers differ from the teacher view's)")
+	fs.Float64Var(&cfg.errorBand, "error-band", 0, errorBandUsage)
 	fs.StringVar(&cfg.debugAddr, "debug-addr", "", "serve Go's profiles (net/http/pprof, /debug/pprof/) on this second address, e.g. 127.0.0.1:6060 (empty: off; unauthenticated, keep it on loopback)")
 	cfg.prior.register(fs, "weight of the ads' engagement prior in the re-rank when a request names none")
 	level := fs.String("log-level", "info", "log level: debug, info (one access-log line per request), warn, error")
@@ -114,6 +119,9 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	if err := cfg.prior.check(); err != nil {
 		fmt.Fprintln(e.stderr, err)
 		return errUsage
+	}
+	if math.IsNaN(cfg.errorBand) || math.IsInf(cfg.errorBand, 0) {
+		return fmt.Errorf("%w\n--error-band %v: want a finite number", errUsage, cfg.errorBand)
 	}
 	if cfg.embedBatch < 1 {
 		return fmt.Errorf("%w\n--embed-batch %d: want at least 1", errUsage, cfg.embedBatch)
@@ -235,6 +243,9 @@ func serve(ctx context.Context, e *env, cfg serveConfig) error {
 // textIndexDir is the directory of the data directory that holds the
 // keyword index of ad text, rebuilt from the event log at every start.
 const textIndexDir = "text"
+
+// errorBandUsage documents serve's and eval's --error-band.
+const errorBandUsage = "token index: a query with more than 512 ads to score scores them approximately first and exactly only those within this many estimated standard deviations of the approximation's error of the k-th best (e.g. 4; 0, the default, or negative: score every ad exactly)"
 
 // defaultKeepModels is the default of serve's and demo's --keep-models.
 const defaultKeepModels = 5

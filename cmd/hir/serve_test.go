@@ -118,6 +118,8 @@ func TestServeAndTrainFlags(t *testing.T) {
 		{"bad log level", []string{"serve", "--data", "x", "--log-level", "loud"}, 2},
 		{"bad fresh rank", []string{"serve", "--data", "x", "--fresh-rank", "0"}, 2},
 		{"bad train-spectral", []string{"serve", "--data", "x", "--train-spectral", "many"}, 2},
+		{"error band not a number", []string{"serve", "--data", "x", "--error-band", "NaN"}, 2},
+		{"error band infinite", []string{"serve", "--data", "x", "--error-band", "+Inf"}, 2},
 		{"redis unreachable", []string{"serve", "--data", "DIR", "--redis", "127.0.0.1:1"}, 1},
 		{"bad replica id", []string{"serve", "--data", "DIR", "--redis", "127.0.0.1:1", "--replica-id", "a/b"}, 1},
 		{"bad debug address", []string{"serve", "--data", "DIR", "--debug-addr", "256.0.0.1:0"}, 1},
