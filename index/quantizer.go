@@ -1,6 +1,7 @@
 package index
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -199,6 +200,30 @@ func (q *Quantizer) Parent(t Token) (Token, bool) {
 	default:
 		return mustToken(l-1, c/q.opts.ResidualCodes), true
 	}
+}
+
+// Children appends to out the tokens of the first residual level that
+// refine the finest-level prototype token t, best first for vec: by vec's
+// dot product with their codewords, the part of the similarity to their
+// reconstructions (prototype plus codeword) that differs between them
+// (ties by code). A doc whose bag holds t holds exactly one of them, so
+// their postings partition t's. It returns out unchanged for a token of
+// another level and without fitted residual levels.
+func (q *Quantizer) Children(vec []float32, t Token, out []Token) []Token {
+	L := len(q.flat)
+	if len(q.res) == 0 || len(vec) != q.dim || t.Level() != L-1 || t.Code() >= q.LevelSize(L-1) {
+		return out
+	}
+	R := q.opts.ResidualCodes
+	sims := make([]scored, R)
+	for c := range R {
+		sims[c] = scored{int32(c), Dot(vec, q.res[0][c*q.dim:(c+1)*q.dim])}
+	}
+	slices.SortStableFunc(sims, func(a, b scored) int { return cmp.Compare(b.sim, a.sim) })
+	for _, s := range sims {
+		out = append(out, mustToken(L, t.Code()*R+int(s.code)))
+	}
+	return out
 }
 
 // Fit fits the residual codebooks on vectors (k-means++ then Lloyd,

@@ -1,6 +1,7 @@
 package index
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -37,6 +38,13 @@ type SearchOptions struct {
 	// boosts separate the scores (docs/benchmarks.md, "Approximate first
 	// stage").
 	ErrorBand float32
+	// SplitOver: a finest-level posting holding more than SplitOver times
+	// the candidates wanted is taken one residual sub-cluster at a time,
+	// best first for the query (Quantizer.Children), until enough
+	// candidates are found, instead of whole (default 4; negative: every
+	// posting is taken whole). At a million ads a few prototypes hold tens
+	// of thousands of docs, which a query would otherwise re-rank all.
+	SplitOver int
 }
 
 func (o *SearchOptions) applyDefaults() {
@@ -48,6 +56,9 @@ func (o *SearchOptions) applyDefaults() {
 	}
 	if o.ExhaustiveMax <= 0 {
 		o.ExhaustiveMax = 16384
+	}
+	if o.SplitOver == 0 {
+		o.SplitOver = 4
 	}
 }
 
@@ -184,6 +195,9 @@ func (s *Snapshot) Search(ctx context.Context, q Query) (Result, error) {
 	if q.Options.ErrorBand != 0 {
 		o.ErrorBand = q.Options.ErrorBand
 	}
+	if q.Options.SplitOver != 0 {
+		o.SplitOver = q.Options.SplitOver
+	}
 	o.ResidualFirst = o.ResidualFirst || q.Options.ResidualFirst
 	// The docs passing the filters are allowed.base minus allowed.minus:
 	// excluding a user's few seen ads from every live doc would copy the
@@ -218,7 +232,7 @@ func (s *Snapshot) Search(ctx context.Context, q Query) (Result, error) {
 	if q.Exhaustive || res.Allowed <= max(o.ExhaustiveMax, need) {
 		cand, res.Stage = allowed.all(), StageFilteredAll
 	} else {
-		cand, res.Level = s.tokenCandidates(bag, allowed, need, o.ResidualFirst)
+		cand, res.Level = s.tokenCandidates(bag, q.Vector, allowed, need, o)
 		res.Stage = StageTokens
 		if cand == nil {
 			cand, res.Stage = allowed.all(), StageFilteredAll
@@ -282,12 +296,15 @@ func (s *Snapshot) Search(ctx context.Context, q Query) (Result, error) {
 
 // tokenCandidates unions the postings of the bag's tokens, finest level
 // first and within a level by decreasing weight, until the union ∩ allowed
-// reaches need (widening: more tokens, then coarser levels). It returns nil
-// when the whole bag is not enough.
-func (s *Snapshot) tokenCandidates(bag []WeightedToken, allowed allowSet, need int, residualFirst bool) (*roaring.Bitmap, int) {
-	nLevels := len(s.levelOff) - 1
-	if !residualFirst {
-		nLevels = s.q.NumLevels()
+// reaches need (widening: more tokens, then coarser levels). A finest-level
+// posting larger than o.SplitOver times need is taken by its residual
+// sub-clusters, best first for vec. It returns nil when the whole bag is
+// not enough.
+func (s *Snapshot) tokenCandidates(bag []WeightedToken, vec []float32, allowed allowSet, need int, o SearchOptions) (*roaring.Bitmap, int) {
+	finest := s.q.NumLevels() - 1
+	nLevels := finest + 1
+	if o.ResidualFirst {
+		nLevels = len(s.levelOff) - 1
 	}
 	byLevel := make([][]WeightedToken, nLevels)
 	for _, wt := range bag {
@@ -297,36 +314,51 @@ func (s *Snapshot) tokenCandidates(bag []WeightedToken, allowed allowSet, need i
 	}
 	acc := roaring.New()
 	check := need // next union size at which to intersect
+	// take adds b to the union and returns the candidates once they reach
+	// need, else nil.
+	take := func(b *roaring.Bitmap) *roaring.Bitmap {
+		acc.Or(b)
+		n := int(acc.GetCardinality())
+		if n < check {
+			return nil
+		}
+		cand := allowed.of(acc)
+		got := int(cand.GetCardinality())
+		if got >= need {
+			return cand
+		}
+		// Extrapolate the union size that would pass the filter.
+		check = n + 1
+		if got > 0 {
+			check = max(check, n*need/got*9/10)
+		}
+		return nil
+	}
+	var kids []Token
 	for l := nLevels - 1; l >= 0; l-- {
 		toks := byLevel[l]
-		slices.SortStableFunc(toks, func(a, b WeightedToken) int {
-			switch {
-			case a.Weight > b.Weight:
-				return -1
-			case a.Weight < b.Weight:
-				return 1
-			}
-			return 0
-		})
+		slices.SortStableFunc(toks, func(a, b WeightedToken) int { return cmp.Compare(b.Weight, a.Weight) })
 		for _, wt := range toks {
 			b := s.postings(wt.Token)
 			if b == nil {
 				continue
 			}
-			acc.Or(b)
-			n := int(acc.GetCardinality())
-			if n < check {
+			kids = kids[:0]
+			if l == finest && o.SplitOver > 0 && b.GetCardinality() > uint64(o.SplitOver)*uint64(need) {
+				kids = s.q.Children(vec, wt.Token, kids)
+			}
+			if len(kids) == 0 {
+				if cand := take(b); cand != nil {
+					return cand, l
+				}
 				continue
 			}
-			cand := allowed.of(acc)
-			got := int(cand.GetCardinality())
-			if got >= need {
-				return cand, l
-			}
-			// Extrapolate the union size that would pass the filter.
-			check = n + 1
-			if got > 0 {
-				check = max(check, n*need/got*9/10)
+			for _, c := range kids {
+				if cb := s.postings(c); cb != nil {
+					if cand := take(cb); cand != nil {
+						return cand, l
+					}
+				}
 			}
 		}
 	}

@@ -289,3 +289,126 @@ func TestTopLive(t *testing.T) {
 		})
 	}
 }
+
+// TestChildren checks that Quantizer.Children lists a finest prototype's
+// residual sub-clusters best first for the query, and that their postings
+// partition the prototype's, which tokenCandidates' split relies on.
+func TestChildren(t *testing.T) {
+	ix, s := testIndex(t, 3000, 2)
+	snap := ix.Snapshot()
+	q := snap.Quantizer()
+	L, R := q.NumLevels(), q.Options().ResidualCodes
+	cb := q.Residual()[0]
+	for i, v := range s.queries(5, 4) {
+		for c := range q.LevelSize(L - 1) {
+			tok := mustToken(L-1, c)
+			kids := q.Children(v, tok, nil)
+			if len(kids) != R {
+				t.Fatalf("query %d, %v: %d children, want %d", i, tok, len(kids), R)
+			}
+			union := roaring.New()
+			for j, k := range kids {
+				if p, ok := q.Parent(k); !ok || p != tok {
+					t.Fatalf("child %v of %v has parent %v, %v", k, tok, p, ok)
+				}
+				if j > 0 && Dot(v, cb[kids[j-1].Code()%R]) < Dot(v, cb[k.Code()%R]) {
+					t.Fatalf("query %d, %v: children not best first: %v", i, tok, kids)
+				}
+				kp := snap.Postings(k)
+				if union.Intersects(kp) {
+					t.Fatalf("%v: postings of its children overlap", tok)
+				}
+				union.Or(kp)
+			}
+			if !union.Equals(snap.Postings(tok)) {
+				t.Fatalf("%v: children's postings hold %d docs, the prototype's %d", tok, union.GetCardinality(), snap.Postings(tok).GetCardinality())
+			}
+		}
+	}
+	v := s.queries(1, 5)[0]
+	for _, tc := range []struct {
+		name string
+		tok  Token
+		vec  []float32
+	}{
+		{"coarser level", mustToken(L-2, 0), v},
+		{"residual level", mustToken(L, 0), v},
+		{"code out of range", mustToken(L-1, q.LevelSize(L-1)), v},
+		{"wrong dimension", mustToken(L-1, 0), v[:3]},
+	} {
+		if got := q.Children(tc.vec, tc.tok, nil); got != nil {
+			t.Errorf("%s: Children = %v, want nil", tc.name, got)
+		}
+	}
+}
+
+// TestSplitOver checks that a finest posting larger than SplitOver times
+// the candidates wanted is taken by sub-clusters, best first: fewer
+// candidates, at least the wanted ones, the best sub-cluster of the
+// query's best prototype among them.
+func TestSplitOver(t *testing.T) {
+	ctx := context.Background()
+	ix, s := testIndex(t, 6000, 3)
+	snap := ix.Snapshot()
+	q := snap.Quantizer()
+	finest := q.NumLevels() - 1
+	const k, factor = 10, 2
+	base := SearchOptions{ExhaustiveMax: 1, MinCandidates: 1, CandidateFactor: factor}
+	var whole, split, splitRecall, wholeRecall float64
+	qs := s.queries(40, 7)
+	for i, v := range qs {
+		want, err := snap.Search(ctx, Query{Vector: v, K: k, Exhaustive: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := map[int]Result{}
+		cands := map[int]*roaring.Bitmap{}
+		for _, over := range []int{-1, 2} {
+			o := base
+			o.SplitOver = over
+			r, err := snap.Search(ctx, Query{Vector: v, K: k, Options: o})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Stage != StageTokens {
+				t.Fatalf("SplitOver %d: stage %v, want tokens", over, r.Stage)
+			}
+			res[over] = r
+			if cands[over], _ = snap.tokenCandidates(q.QueryBag(v), v, allowSet{base: snap.live}, factor*k, o); cands[over] == nil {
+				t.Fatalf("SplitOver %d: no candidates", over)
+			}
+			if got := int(cands[over].GetCardinality()); got != r.Candidates {
+				t.Fatalf("SplitOver %d: %d candidates, Search read %d", over, got, r.Candidates)
+			}
+		}
+		whole += float64(res[-1].Candidates)
+		split += float64(res[2].Candidates)
+		wholeRecall += recall(res[-1].Hits, want.Hits)
+		splitRecall += recall(res[2].Hits, want.Hits)
+		if res[2].Candidates > res[-1].Candidates || res[2].Candidates < factor*k {
+			t.Errorf("query %d: split took %d candidates, whole postings %d, wanted %d", i, res[2].Candidates, res[-1].Candidates, factor*k)
+		}
+		// The best finest token of the bag: when its posting is split, its
+		// best sub-cluster is taken first.
+		var best WeightedToken
+		for _, wt := range q.QueryBag(v) {
+			if wt.Token.Level() == finest && (best.Weight == 0 || wt.Weight > best.Weight) {
+				best = wt
+			}
+		}
+		if p := snap.Postings(best.Token); p.GetCardinality() > 2*factor*k {
+			kid := snap.Postings(q.Children(v, best.Token, nil)[0])
+			if !kid.IsEmpty() && !kid.Intersects(cands[2]) {
+				t.Errorf("query %d: the best sub-cluster of %v (%d of its %d docs) is not among the candidates", i, best.Token, kid.GetCardinality(), p.GetCardinality())
+			}
+			if cands[2].Equals(cands[-1]) {
+				t.Errorf("query %d: %v holds %d docs and was not split", i, best.Token, p.GetCardinality())
+			}
+		}
+	}
+	n := float64(len(qs))
+	t.Logf("candidates whole %.0f, split %.0f; recall@10 whole %.3f, split %.3f", whole/n, split/n, wholeRecall/n, splitRecall/n)
+	if split >= whole*0.8 {
+		t.Errorf("split candidates %.0f, whole %.0f: want fewer", split/n, whole/n)
+	}
+}

@@ -34,8 +34,9 @@ import (
 //	HIR_BENCH_DATA=/tmp/w100k/data go test ./serving -run '^$' -bench RetrieveWorld -benchtime 2000x -benchmem
 //
 // HIR_BENCH_EXHAUSTIVE_MAX=N sets index.SearchOptions.ExhaustiveMax and
-// HIR_BENCH_RESIDUAL_FIRST=1 its ResidualFirst, HIR_BENCH_BAND=X its
-// ErrorBand (0 or -1: every doc scored exactly); HIR_BENCH_PRIOR=W adds
+// HIR_BENCH_RESIDUAL_FIRST=1 its ResidualFirst, HIR_BENCH_SPLIT_OVER=N its
+// SplitOver (-1: postings taken whole), HIR_BENCH_BAND=X its ErrorBand (0
+// or -1: every doc scored exactly); HIR_BENCH_PRIOR=W adds
 // known users at prior weight W, unfiltered and under the 1% filter.
 func BenchmarkRetrieveWorld(b *testing.B) {
 	dir := os.Getenv("HIR_BENCH_DATA")
@@ -66,6 +67,11 @@ func BenchmarkRetrieveWorld(b *testing.B) {
 		}
 	}
 	search.ResidualFirst = os.Getenv("HIR_BENCH_RESIDUAL_FIRST") == "1"
+	if v := os.Getenv("HIR_BENCH_SPLIT_OVER"); v != "" {
+		if search.SplitOver, err = strconv.Atoi(v); err != nil {
+			b.Fatalf("HIR_BENCH_SPLIT_OVER: %v", err)
+		}
+	}
 	if v := os.Getenv("HIR_BENCH_BAND"); v != "" {
 		band, err := strconv.ParseFloat(v, 32)
 		if err != nil {
@@ -172,6 +178,7 @@ func BenchmarkRetrieveWorld(b *testing.B) {
 			lat := make([]time.Duration, 0, b.N)
 			b.ReportAllocs()
 			i, reranked, exact := 0, 0, 0
+			perQuery := make([]int, 0, b.N)
 			for b.Loop() {
 				t0 := time.Now()
 				res, err := eng.Retrieve(ctx, req(i))
@@ -180,6 +187,7 @@ func BenchmarkRetrieveWorld(b *testing.B) {
 				}
 				lat = append(lat, time.Since(t0))
 				reranked += res.Stats.Candidates
+				perQuery = append(perQuery, res.Stats.Candidates)
 				exact += res.Stats.Exact
 				i++
 			}
@@ -190,6 +198,8 @@ func BenchmarkRetrieveWorld(b *testing.B) {
 			pct := func(p float64) float64 { return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))].Microseconds()) }
 			b.ReportMetric(pct(0.5), "p50_µs")
 			b.ReportMetric(pct(0.99), "p99_µs")
+			slices.Sort(perQuery)
+			b.ReportMetric(float64(perQuery[min(len(perQuery)-1, len(perQuery)*99/100)]), "candidates_p99")
 			b.ReportMetric(float64(ads), "ads")
 			// Recall@100 against the exact top-100 of the same score.
 			var hit, total int
