@@ -202,26 +202,40 @@ func (q *Quantizer) Parent(t Token) (Token, bool) {
 	}
 }
 
-// Children appends to out the tokens of the first residual level that
-// refine the finest-level prototype token t, best first for vec: by vec's
-// dot product with their codewords, the part of the similarity to their
-// reconstructions (prototype plus codeword) that differs between them
-// (ties by code). A doc whose bag holds t holds exactly one of them, so
-// their postings partition t's. It returns out unchanged for a token of
-// another level and without fitted residual levels.
-func (q *Quantizer) Children(vec []float32, t Token, out []Token) []Token {
-	L := len(q.flat)
-	if len(q.res) == 0 || len(vec) != q.dim || t.Level() != L-1 || t.Code() >= q.LevelSize(L-1) {
-		return out
+// residualOrder returns the codes of the first residual level best first
+// for vec: by vec's dot product with their codewords, the part of the
+// similarity to a reconstruction (prototype plus codeword) that differs
+// between the codewords of one prototype (ties by code). One codebook
+// serves every prototype, so the order holds under each of them. It
+// returns nil without fitted residual levels or for a vector of another
+// dimension.
+func (q *Quantizer) residualOrder(vec []float32) []int32 {
+	if len(q.res) == 0 || len(vec) != q.dim {
+		return nil
 	}
-	R := q.opts.ResidualCodes
-	sims := make([]scored, R)
-	for c := range R {
+	sims := make([]scored, q.opts.ResidualCodes)
+	for c := range sims {
 		sims[c] = scored{int32(c), Dot(vec, q.res[0][c*q.dim:(c+1)*q.dim])}
 	}
 	slices.SortStableFunc(sims, func(a, b scored) int { return cmp.Compare(b.sim, a.sim) })
-	for _, s := range sims {
-		out = append(out, mustToken(L, t.Code()*R+int(s.code)))
+	order := make([]int32, len(sims))
+	for i, s := range sims {
+		order[i] = s.code
+	}
+	return order
+}
+
+// children appends to out the tokens of the first residual level that
+// refine the finest-level prototype token t, in order (residualOrder's).
+// A doc whose bag holds t holds exactly one of them, so their postings
+// partition t's. It returns out unchanged for a token of another level.
+func (q *Quantizer) children(order []int32, t Token, out []Token) []Token {
+	L := len(q.flat)
+	if t.Level() != L-1 || t.Code() >= q.LevelSize(L-1) {
+		return out
+	}
+	for _, c := range order {
+		out = append(out, mustToken(L, t.Code()*len(order)+int(c)))
 	}
 	return out
 }

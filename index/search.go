@@ -40,7 +40,7 @@ type SearchOptions struct {
 	ErrorBand float32
 	// SplitOver: a finest-level posting holding more than SplitOver times
 	// the candidates wanted is taken one residual sub-cluster at a time,
-	// best first for the query (Quantizer.Children), until enough
+	// best first for the query (Quantizer.residualOrder), until enough
 	// candidates are found, instead of whole (default 4; negative: every
 	// posting is taken whole). At a million ads a few prototypes hold tens
 	// of thousands of docs, which a query would otherwise re-rank all.
@@ -334,6 +334,7 @@ func (s *Snapshot) tokenCandidates(bag []WeightedToken, vec []float32, allowed a
 		}
 		return nil
 	}
+	var order []int32 // residualOrder(vec), computed at the first split
 	var kids []Token
 	for l := nLevels - 1; l >= 0; l-- {
 		toks := byLevel[l]
@@ -345,7 +346,10 @@ func (s *Snapshot) tokenCandidates(bag []WeightedToken, vec []float32, allowed a
 			}
 			kids = kids[:0]
 			if l == finest && o.SplitOver > 0 && b.GetCardinality() > uint64(o.SplitOver)*uint64(need) {
-				kids = s.q.Children(vec, wt.Token, kids)
+				if order == nil {
+					order = s.q.residualOrder(vec)
+				}
+				kids = s.q.children(order, wt.Token, kids)
 			}
 			if len(kids) == 0 {
 				if cand := take(b); cand != nil {

@@ -290,9 +290,10 @@ func TestTopLive(t *testing.T) {
 	}
 }
 
-// TestChildren checks that Quantizer.Children lists a finest prototype's
-// residual sub-clusters best first for the query, and that their postings
-// partition the prototype's, which tokenCandidates' split relies on.
+// TestChildren checks that Quantizer.residualOrder and children list a
+// finest prototype's residual sub-clusters best first for the query, and
+// that their postings partition the prototype's, which tokenCandidates'
+// split relies on.
 func TestChildren(t *testing.T) {
 	ix, s := testIndex(t, 3000, 2)
 	snap := ix.Snapshot()
@@ -302,7 +303,7 @@ func TestChildren(t *testing.T) {
 	for i, v := range s.queries(5, 4) {
 		for c := range q.LevelSize(L - 1) {
 			tok := mustToken(L-1, c)
-			kids := q.Children(v, tok, nil)
+			kids := q.children(q.residualOrder(v), tok, nil)
 			if len(kids) != R {
 				t.Fatalf("query %d, %v: %d children, want %d", i, tok, len(kids), R)
 			}
@@ -336,8 +337,8 @@ func TestChildren(t *testing.T) {
 		{"code out of range", mustToken(L-1, q.LevelSize(L-1)), v},
 		{"wrong dimension", mustToken(L-1, 0), v[:3]},
 	} {
-		if got := q.Children(tc.vec, tc.tok, nil); got != nil {
-			t.Errorf("%s: Children = %v, want nil", tc.name, got)
+		if got := q.children(q.residualOrder(tc.vec), tc.tok, nil); got != nil {
+			t.Errorf("%s: children = %v, want nil", tc.name, got)
 		}
 	}
 }
@@ -397,7 +398,7 @@ func TestSplitOver(t *testing.T) {
 			}
 		}
 		if p := snap.Postings(best.Token); p.GetCardinality() > 2*factor*k {
-			kid := snap.Postings(q.Children(v, best.Token, nil)[0])
+			kid := snap.Postings(q.children(q.residualOrder(v), best.Token, nil)[0])
 			if !kid.IsEmpty() && !kid.Intersects(cands[2]) {
 				t.Errorf("query %d: the best sub-cluster of %v (%d of its %d docs) is not among the candidates", i, best.Token, kid.GetCardinality(), p.GetCardinality())
 			}
