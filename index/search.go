@@ -5,7 +5,9 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/RoaringBitmap/roaring/v2"
@@ -45,6 +47,13 @@ type SearchOptions struct {
 	// posting is taken whole). At a million ads a few prototypes hold tens
 	// of thousands of docs, which a query would otherwise re-rank all.
 	SplitOver int
+	// Workers bounds the goroutines one query's exact re-rank uses when it
+	// scores at least 2*parallelMin candidates (a filter allowing thousands
+	// of docs re-ranked whole, an Exhaustive query): each scores a share
+	// of them into its own top K, and the shares are merged (default
+	// runtime.GOMAXPROCS(0); 1: one goroutine). Smaller candidate sets, the
+	// token stage's usual case, are scored by the query's own goroutine.
+	Workers int
 }
 
 func (o *SearchOptions) applyDefaults() {
@@ -60,7 +69,15 @@ func (o *SearchOptions) applyDefaults() {
 	if o.SplitOver == 0 {
 		o.SplitOver = 4
 	}
+	if o.Workers <= 0 {
+		o.Workers = runtime.GOMAXPROCS(0)
+	}
 }
+
+// parallelMin is the least number of candidates whose exact re-rank is
+// shared between goroutines (SearchOptions.Workers), and also the least
+// share of one: below it the goroutines cost more than they save.
+const parallelMin = 4096
 
 // approxMin is the number of docs to score above which a query scores them
 // approximately first (SearchOptions.ErrorBand).
@@ -198,6 +215,9 @@ func (s *Snapshot) Search(ctx context.Context, q Query) (Result, error) {
 	if q.Options.SplitOver != 0 {
 		o.SplitOver = q.Options.SplitOver
 	}
+	if q.Options.Workers > 0 {
+		o.Workers = q.Options.Workers
+	}
 	o.ResidualFirst = o.ResidualFirst || q.Options.ResidualFirst
 	// The docs passing the filters are allowed.base minus allowed.minus:
 	// excluding a user's few seen ads from every live doc would copy the
@@ -259,7 +279,7 @@ func (s *Snapshot) Search(ctx context.Context, q Query) (Result, error) {
 	if q.Exhaustive {
 		band = 0
 	}
-	hits, exact, err := s.rerank(ctx, q.Vector, q.PriorWeight, channel, q.Boost, cand, q.K, allowed, res.Stage != StageFilteredAll, band)
+	hits, exact, err := s.rerank(ctx, q.Vector, q.PriorWeight, channel, q.Boost, cand, q.K, allowed, res.Stage != StageFilteredAll, band, o.Workers)
 	if err != nil {
 		return Result{}, fmt.Errorf("search: %w", err)
 	}
@@ -465,10 +485,12 @@ func (s *Snapshot) hit(id uint32, sim float32, e, vec []float32, priorW float32,
 // With priorPass, allowed docs outside cand are scored too: with priorW > 0
 // those whose prior could lift them into the top k (see priorPass),
 // otherwise the most popular ones (see popularityPass). With band > 0,
-// when there are more than approxMin docs to score, see rerankBand. It
-// returns the hits and the number of docs scored exactly.
+// when there are more than approxMin docs to score, see rerankBand;
+// otherwise at least parallelMin candidates are shared between at most
+// workers goroutines (see scoreShared). It returns the hits and the number
+// of docs scored exactly.
 func (s *Snapshot) rerank(ctx context.Context, vec []float32, priorW float32, channel int, boost map[uint32]float32, cand *roaring.Bitmap, k int,
-	allowed allowSet, withPriorPass bool, band float32) ([]Hit, int, error) {
+	allowed allowSet, withPriorPass bool, band float32, workers int) ([]Hit, int, error) {
 	exact := func(id uint32) (Hit, bool) {
 		e := s.emb.at(int(id))
 		if e == nil {
@@ -488,19 +510,9 @@ func (s *Snapshot) rerank(ctx context.Context, vec []float32, priorW float32, ch
 			return nil, 0, err
 		}
 	} else {
-		h = make([]Hit, 0, k)
-		it := cand.Iterator()
-		for it.HasNext() {
-			id := it.Next()
-			n++
-			if n%65536 == 0 {
-				if err := ctx.Err(); err != nil {
-					return nil, 0, err
-				}
-			}
-			if hit, ok := exact(id); ok {
-				h = pushTop(h, k, hit)
-			}
+		var err error
+		if h, n, err = scoreShared(ctx, cand, k, workers, exact); err != nil {
+			return nil, 0, err
 		}
 		if withPriorPass {
 			// A doc outside cand has no boost (boosted docs are candidates)
@@ -527,6 +539,77 @@ func (s *Snapshot) rerank(ctx context.Context, vec []float32, priorW float32, ch
 		}
 		return int(a.ID) - int(b.ID)
 	})
+	return h, n, nil
+}
+
+// scoreShared scores every doc of cand with exact into a top-k heap and
+// returns it (unsorted) and the number of docs it scored. With at least
+// 2*parallelMin docs and workers > 1, the docs are split into id ranges of
+// at least parallelMin, one per goroutine (at most workers), each keeping
+// its own top k, merged at the end: the scan of a large filtered set is
+// bound by memory latency (each doc's embedding is a cache miss), which
+// goroutines on other cores overlap. The hits are those of one goroutine:
+// each doc's score is computed alike and ties break by id.
+func scoreShared(ctx context.Context, cand *roaring.Bitmap, k, workers int, exact func(id uint32) (Hit, bool)) ([]Hit, int, error) {
+	total := int(cand.GetCardinality())
+	parts := min(workers, total/parallelMin)
+	if parts < 2 {
+		return scoreRange(ctx, cand.Iterator(), total, k, exact)
+	}
+	type share struct {
+		h   []Hit
+		n   int
+		err error
+	}
+	shares := make([]share, parts)
+	var wg sync.WaitGroup
+	for p := range parts {
+		lo := total * p / parts
+		it := cand.Iterator()
+		if lo > 0 {
+			start, err := cand.Select(uint32(lo))
+			if err != nil {
+				return nil, 0, err
+			}
+			it.AdvanceIfNeeded(start)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sh := &shares[p]
+			sh.h, sh.n, sh.err = scoreRange(ctx, it, total*(p+1)/parts-lo, k, exact)
+		}()
+	}
+	wg.Wait()
+	h := make([]Hit, 0, k)
+	n := 0
+	for _, sh := range shares {
+		if sh.err != nil {
+			return nil, 0, sh.err
+		}
+		n += sh.n
+		for _, hit := range sh.h {
+			h = pushTop(h, k, hit)
+		}
+	}
+	return h, n, nil
+}
+
+// scoreRange scores the next count docs of it with exact into a top-k
+// heap; it returns the heap and the number of docs it read.
+func scoreRange(ctx context.Context, it roaring.IntPeekable, count, k int, exact func(id uint32) (Hit, bool)) ([]Hit, int, error) {
+	h := make([]Hit, 0, k)
+	n := 0
+	for ; n < count && it.HasNext(); n++ {
+		if (n+1)%65536 == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, 0, err
+			}
+		}
+		if hit, ok := exact(it.Next()); ok {
+			h = pushTop(h, k, hit)
+		}
+	}
 	return h, n, nil
 }
 

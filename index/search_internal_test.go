@@ -3,6 +3,7 @@ package index
 import (
 	"cmp"
 	"context"
+	"errors"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -214,7 +215,7 @@ func TestPopularityPass(t *testing.T) {
 				t.Fatal(err)
 			}
 			s := ix.Snapshot()
-			hits, _, err := s.rerank(ctx, tc.vec, tc.priorW, 0, nil, cand, 20, allowSet{base: s.Live(), minus: excluded}, true, 0)
+			hits, _, err := s.rerank(ctx, tc.vec, tc.priorW, 0, nil, cand, 20, allowSet{base: s.Live(), minus: excluded}, true, 0, 1)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -411,5 +412,76 @@ func TestSplitOver(t *testing.T) {
 	t.Logf("candidates whole %.0f, split %.0f; recall@10 whole %.3f, split %.3f", whole/n, split/n, wholeRecall/n, splitRecall/n)
 	if split >= whole*0.8 {
 		t.Errorf("split candidates %.0f, whole %.0f: want fewer", split/n, whole/n)
+	}
+}
+
+// TestWorkers checks that an exact re-rank shared between goroutines
+// (SearchOptions.Workers) answers as one goroutine does: the same hits,
+// scores and counts, for exhaustive queries and whole filtered sets, with
+// priors, boosts and excluded docs, with shares of unequal size and with
+// a cancelled context.
+func TestWorkers(t *testing.T) {
+	ctx := context.Background()
+	ix, s := testIndex(t, 5*parallelMin+123, 4)
+	snap := ix.Snapshot()
+	n := int(snap.Live().GetCardinality())
+	rng := rand.New(rand.NewPCG(4, 5))
+	docs := make([]uint32, 0, n)
+	priors := make([]float32, 0, n)
+	for it := snap.Live().Iterator(); it.HasNext(); {
+		docs = append(docs, it.Next())
+		priors = append(priors, rng.Float32())
+	}
+	if err := ix.SetPriors(ctx, docs, priors, priors, nil); err != nil {
+		t.Fatal(err)
+	}
+	snap = ix.Snapshot()
+	excluded := roaring.New()
+	boost := map[uint32]float32{}
+	for range 200 {
+		excluded.Add(docs[rng.IntN(len(docs))])
+		boost[docs[rng.IntN(len(docs))]] = rng.Float32()
+	}
+	for _, tc := range []struct {
+		name    string
+		q       Query
+		workers []int
+	}{
+		{"exhaustive", Query{Exhaustive: true}, []int{2, 3, 5, 64}},
+		{"exhaustive, prior and boost", Query{Exhaustive: true, PriorWeight: 0.5, Boost: boost, Exclude: excluded}, []int{2, 4}},
+		{"filtered set re-ranked whole", Query{PriorWeight: 1, Exclude: excluded, Options: SearchOptions{ExhaustiveMax: 1 << 20}}, []int{2, 3}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for i, v := range s.queries(5, 9) {
+				q := tc.q
+				q.Vector, q.K = v, 50
+				q.Options.Workers = 1
+				want, err := snap.Search(ctx, q)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want.Exact < 2*parallelMin {
+					t.Fatalf("query %d scored %d docs: too few to share", i, want.Exact)
+				}
+				for _, w := range tc.workers {
+					q.Options.Workers = w
+					got, err := snap.Search(ctx, q)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !slices.EqualFunc(got.Hits, want.Hits, func(a, b Hit) bool { return a.ID == b.ID && a.Score == b.Score && a.Parts == b.Parts }) ||
+						got.Exact != want.Exact || got.Candidates != want.Candidates {
+						t.Fatalf("query %d, %d workers: hits %v (%d exact), one goroutine %v (%d exact)", i, w, ids(got.Hits), got.Exact, ids(want.Hits), want.Exact)
+					}
+				}
+			}
+		})
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	big := roaring.New()
+	big.AddRange(0, 1<<18) // more than 65536 docs a share: the context is read
+	if _, _, err := scoreShared(cancelled, big, 10, 2, func(id uint32) (Hit, bool) { return Hit{ID: id}, true }); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled: err %v, want context.Canceled", err)
 	}
 }

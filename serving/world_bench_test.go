@@ -35,7 +35,8 @@ import (
 //
 // HIR_BENCH_EXHAUSTIVE_MAX=N sets index.SearchOptions.ExhaustiveMax and
 // HIR_BENCH_RESIDUAL_FIRST=1 its ResidualFirst, HIR_BENCH_SPLIT_OVER=N its
-// SplitOver (-1: postings taken whole), HIR_BENCH_BAND=X its ErrorBand (0
+// SplitOver (-1: postings taken whole), HIR_BENCH_WORKERS=N its Workers
+// (1: one goroutine a query), HIR_BENCH_BAND=X its ErrorBand (0
 // or -1: every doc scored exactly); HIR_BENCH_PRIOR=W adds
 // known users at prior weight W, unfiltered and under the 1% filter.
 func BenchmarkRetrieveWorld(b *testing.B) {
@@ -70,6 +71,11 @@ func BenchmarkRetrieveWorld(b *testing.B) {
 	if v := os.Getenv("HIR_BENCH_SPLIT_OVER"); v != "" {
 		if search.SplitOver, err = strconv.Atoi(v); err != nil {
 			b.Fatalf("HIR_BENCH_SPLIT_OVER: %v", err)
+		}
+	}
+	if v := os.Getenv("HIR_BENCH_WORKERS"); v != "" {
+		if search.Workers, err = strconv.Atoi(v); err != nil {
+			b.Fatalf("HIR_BENCH_WORKERS: %v", err)
 		}
 	}
 	if v := os.Getenv("HIR_BENCH_BAND"); v != "" {
