@@ -74,9 +74,10 @@ func (o *SearchOptions) applyDefaults() {
 	}
 }
 
-// parallelMin is the least number of candidates whose exact re-rank is
-// shared between goroutines (SearchOptions.Workers), and also the least
-// share of one: below it the goroutines cost more than they save.
+// parallelMin is the least share of one goroutine in an exact re-rank
+// shared between goroutines (SearchOptions.Workers), so a re-rank is
+// shared from 2*parallelMin candidates: below that the goroutines cost
+// more than they save.
 const parallelMin = 4096
 
 // approxMin is the number of docs to score above which a query scores them
@@ -486,7 +487,7 @@ func (s *Snapshot) hit(id uint32, sim float32, e, vec []float32, priorW float32,
 // those whose prior could lift them into the top k (see priorPass),
 // otherwise the most popular ones (see popularityPass). With band > 0,
 // when there are more than approxMin docs to score, see rerankBand;
-// otherwise at least parallelMin candidates are shared between at most
+// otherwise at least 2*parallelMin candidates are shared between at most
 // workers goroutines (see scoreShared). It returns the hits and the number
 // of docs scored exactly.
 func (s *Snapshot) rerank(ctx context.Context, vec []float32, priorW float32, channel int, boost map[uint32]float32, cand *roaring.Bitmap, k int,
