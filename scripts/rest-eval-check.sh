@@ -26,9 +26,7 @@ STEPS=${STEPS:-20}
 PAIRS=${PAIRS:-8}
 TOL=${TOL:-0.01}
 SPECTRAL=${SPECTRAL:-0}
-PORT=${PORT:-18490}
 WORK=${WORK:-$(mktemp -d "${TMPDIR:-/tmp}/hir-rest-eval-XXXXXX")}
-URL=http://127.0.0.1:$PORT
 export GOMLX_BACKEND="${GOMLX_BACKEND:-go}"
 export GOMLX_NO_AUTO_INSTALL=1
 
@@ -40,20 +38,15 @@ step "synth $USERS users / $ADS ads into $WORK/world"
 "$WORK/hir" synth --out "$WORK/world" --users "$USERS" --ads "$ADS" --seed 1 --coarse 4 --mid 8 --fine 16 \
 	--days 20 --events-per-user 80 >"$WORK/synth.json"
 
-step "serve an empty data directory on $URL (log: $WORK/serve.log)"
-"$WORK/hir" serve --data "$WORK/data" --addr "127.0.0.1:$PORT" --train-steps "$STEPS" --train-pairs "$PAIRS" \
+# shellcheck source=lib/tiny-server.sh
+source scripts/lib/tiny-server.sh
+step "serve an empty data directory on a free loopback port (log: $WORK/serve.log)"
+"$WORK/hir" serve --data "$WORK/data" --addr 127.0.0.1:0 --addr-file "$WORK/addr" --train-steps "$STEPS" --train-pairs "$PAIRS" \
 	--train-spectral "$SPECTRAL" --rate-limit -1 --log-level warn 2>"$WORK/serve.log" &
 server=$!
 trap 'kill -TERM $server 2>/dev/null || true; wait $server 2>/dev/null || true' EXIT
-healthy() { (exec 3<>"/dev/tcp/127.0.0.1/$PORT" && printf 'GET /healthz HTTP/1.0\r\n\r\n' >&3 && timeout 2 head -1 <&3 | grep -q ' 200') 2>/dev/null; }
-until healthy; do
-	if ! kill -0 "$server" 2>/dev/null; then
-		echo "rest-eval-check.sh: the server exited" >&2
-		cat "$WORK/serve.log" >&2
-		exit 1
-	fi
-	sleep 0.2
-done
+await_server rest-eval-check.sh "$server" "$WORK/addr" "$WORK/serve.log" /healthz || exit 1
+URL=$url
 
 step "hir eval --service (post the training window, train $STEPS steps, retrieve)"
 "$WORK/hir" eval --data "$WORK/world" --service "$URL" --service-train-timeout 150s \

@@ -66,6 +66,9 @@ type serveConfig struct {
 	narrowView bool
 	// errorBand is the token index's index.SearchOptions.ErrorBand.
 	errorBand float64
+	// addrFile, when set, receives the listen address once the listener
+	// is open (written whole: a reader never sees part of it).
+	addrFile string
 	// debugAddr, when set, is the address of a second listener serving
 	// Go's profiles (net/http/pprof) under /debug/pprof/.
 	debugAddr string
@@ -93,6 +96,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		cfg.apiKeys = append(cfg.apiKeys, s)
 		return nil
 	})
+	fs.StringVar(&cfg.addrFile, "addr-file", "", "once listening, write the listen address (HOST:PORT) to this file, whole (for scripts that give --addr 127.0.0.1:0)")
 	fs.BoolVar(&cfg.readAuth, "read-auth", false, "require an API key on read endpoints too")
 	fs.DurationVar(&cfg.trainEvery, "train-every", 0, "run a background training round on this period (e.g. 1h); 0: only on POST /v1/model/train")
 	fs.IntVar(&cfg.train.Steps, "train-steps", model.DefaultSteps, "optimisation steps of each background training round")
@@ -217,6 +221,11 @@ func serve(ctx context.Context, e *env, cfg serveConfig) error {
 		return errors.Join(fmt.Errorf("listen: %w", err), srv.Close())
 	}
 	warnOpenWrites(logger, cfg.apiKeys, ln.Addr())
+	if cfg.addrFile != "" {
+		if err := writeAddrFile(cfg.addrFile, ln.Addr()); err != nil {
+			return errors.Join(err, ln.Close(), srv.Close())
+		}
+	}
 	defer forceExitOnSecondSignal(ctx, logger)()
 
 	var wg sync.WaitGroup
@@ -237,6 +246,20 @@ func serve(ctx context.Context, e *env, cfg serveConfig) error {
 		return fmt.Errorf("serve: %w", err)
 	}
 	logger.Info("shut down cleanly")
+	return nil
+}
+
+// writeAddrFile writes addr to path through a temporary file renamed into
+// place, so that a script polling for path reads the whole address or
+// nothing.
+func writeAddrFile(path string, addr net.Addr) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(addr.String()+"\n"), 0o644); err != nil {
+		return fmt.Errorf("write --addr-file: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return errors.Join(fmt.Errorf("write --addr-file: %w", err), os.Remove(tmp))
+	}
 	return nil
 }
 

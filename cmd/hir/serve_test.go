@@ -180,6 +180,34 @@ func TestServeDebugAddr(t *testing.T) {
 	}
 }
 
+// TestServeAddrFile: --addr-file holds the listen address once the
+// listener is open, whole, and no temporary file is left beside it.
+func TestServeAddrFile(t *testing.T) {
+	e, _, stderr := serveTestEnv(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "addr")
+	var got, want string
+	ready := func(_ context.Context, _ *serving.Server, addr net.Addr) {
+		defer cancel()
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Errorf("read --addr-file: %v", err)
+		}
+		got, want = string(b), addr.String()+"\n"
+	}
+	if err := serve(ctx, e, serveConfig{dataDir: filepath.Join(dir, "data"), addr: "127.0.0.1:0", addrFile: file, ready: ready}); err != nil {
+		t.Fatalf("serve: %v\n%s", err, stderr)
+	}
+	if got != want || strings.HasSuffix(got, ":0\n") {
+		t.Errorf("--addr-file holds %q, want %q", got, want)
+	}
+	if _, err := os.Stat(file + ".tmp"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("temporary file left: %v", err)
+	}
+}
+
 // TestServeWithoutModel serves an empty data directory: ingestion works
 // with an API key, retrieval answers 503 problem+json
 // until a model exists, and the server shuts down cleanly when its context
