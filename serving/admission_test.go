@@ -3,6 +3,8 @@ package serving
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -58,28 +60,17 @@ func TestAdmissionAcquire(t *testing.T) {
 	}
 }
 
-// TestAdmissionOverHTTP holds every slot of a server with slow request
-// bodies over real TCP connections and checks what other requests get:
-// the slow caller's next request 429, another caller's request 503
-// overloaded after the queue wait, both with Retry-After and never
-// started; probes, /metrics and the API description are answered; once the slow bodies end,
+// TestAdmissionOverHTTP holds every slot of a server (as requests being
+// handled do) and checks what other requests get over HTTP: the caller
+// holding its whole share 429, another caller 503 overloaded after the
+// queue wait, both with Retry-After and never started; probes, /metrics
+// and the API description are answered; once the slots are free,
 // requests are served again.
 func TestAdmissionOverHTTP(t *testing.T) {
 	const other = "other-key-0123456789"
 	env := newEnv(t, Options{MaxInFlight: 4, MaxQueueWait: 30 * time.Millisecond, RatePerSecond: -1,
 		APIKeys: []string{testKey, other}})
-	addr := strings.TrimPrefix(env.http.URL, "http://")
 	const body = `{"events":[{"id":"e1","src":{"type":"user","id":"u1"},"dst":{"type":"ad","id":"a1"},"type":"click","ts":1700000000000}]}`
-	// slow opens a POST /v1/events with key whose body never completes.
-	slow := func(key string) net.Conn {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fmt.Fprintf(c, "POST /v1/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
-			key, len(body), body[:10])
-		return c
-	}
 	do := func(method, path, key, body string) (*http.Response, string) {
 		req, _ := http.NewRequest(method, env.http.URL+path, strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
@@ -94,28 +85,26 @@ func TestAdmissionOverHTTP(t *testing.T) {
 		res.Body.Close()
 		return res, string(b)
 	}
-	waitInFlight := func(n int) {
-		t.Helper()
-		for deadline := time.Now().Add(5 * time.Second); len(env.srv.admission.slots) != n; time.Sleep(5 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%d requests in flight, want %d", len(env.srv.admission.slots), n)
-			}
+	// hold takes a slot as a request of key being handled does.
+	var held []string
+	hold := func(key string) {
+		caller := callerKey(key)
+		if err := env.srv.admission.acquire(t.Context(), caller); err != nil {
+			t.Fatal(err)
 		}
+		held = append(held, caller)
 	}
-	var conns []net.Conn
 	for range 3 {
-		conns = append(conns, slow(testKey)) // the slow caller's whole share
+		hold(testKey) // this caller's whole share
 	}
-	waitInFlight(3)
-	conns = append(conns, slow(other))
-	waitInFlight(4)
+	hold(other)
 
 	for _, tc := range []struct {
 		name, method, path, key, body string
 		wantStatus                    int
 		wantType                      string
 	}{
-		{"slow caller's next request", http.MethodPost, "/v1/events", testKey, strings.Replace(body, "e1", "e2", 1), http.StatusTooManyRequests, "rate-limited"},
+		{"the busy caller's next request", http.MethodPost, "/v1/events", testKey, strings.Replace(body, "e1", "e2", 1), http.StatusTooManyRequests, "rate-limited"},
 		{"another caller, every slot held", http.MethodPost, "/v1/events", other, strings.Replace(body, "e1", "e3", 1), http.StatusServiceUnavailable, "overloaded"},
 		{"read, every slot held", http.MethodGet, "/v1/model", "", "", http.StatusServiceUnavailable, "overloaded"},
 		{"liveness probe", http.MethodGet, "/healthz", "", "", http.StatusOK, ""},
@@ -140,19 +129,63 @@ func TestAdmissionOverHTTP(t *testing.T) {
 	}
 	// The shed requests were never started: their events are not stored.
 	if n := env.srv.Store().NumEvents(); n != 0 {
-		t.Errorf("%d events stored while every request was shed or unfinished, want 0", n)
+		t.Errorf("%d events stored while every request was shed, want 0", n)
 	}
-	for _, c := range conns {
-		c.Close()
+	for _, caller := range held {
+		env.srv.admission.release(caller)
 	}
-	waitInFlight(0)
 	if res, got := do(http.MethodPost, "/v1/events", other, strings.Replace(body, "e1", "e4", 1)); res.StatusCode != http.StatusOK {
-		t.Errorf("after the slow bodies ended: %d %s, want 200", res.StatusCode, got)
+		t.Errorf("after the slots were freed: %d %s, want 200", res.StatusCode, got)
 	}
-	c := slow(testKey)
-	defer c.Close()
-	c.Write([]byte(body[10:]))
-	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+}
+
+// callerKey is the admission caller of a request made with API key key.
+func callerKey(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return "key:" + hex.EncodeToString(sum[:6])
+}
+
+// TestSlowBodiesHoldNoSlot (issue 48, defect 2): slow bodies from two
+// callers, more of them than the server has slots, hold no admission slot
+// while their bytes trickle in, so a third caller is served throughout; a
+// slow body that completes is then handled.
+func TestSlowBodiesHoldNoSlot(t *testing.T) {
+	const other = "other-key-0123456789"
+	env := newEnv(t, Options{MaxInFlight: 4, MaxQueueWait: 30 * time.Millisecond, RatePerSecond: -1,
+		APIKeys: []string{testKey, other}})
+	addr := strings.TrimPrefix(env.http.URL, "http://")
+	const body = `{"events":[{"id":"e1","src":{"type":"user","id":"u1"},"dst":{"type":"ad","id":"a1"},"type":"click","ts":1700000000000}]}`
+	slow := func(key string) net.Conn {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		fmt.Fprintf(c, "POST /v1/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+			key, len(body), body[:10])
+		return c
+	}
+	var conns []net.Conn
+	for range 6 {
+		conns = append(conns, slow(testKey), slow(other))
+	}
+	time.Sleep(100 * time.Millisecond) // let the server take them up
+	for i := range 8 {
+		res, err := http.Get(env.http.URL + "/v1/model")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode == http.StatusServiceUnavailable || res.StatusCode == http.StatusTooManyRequests {
+			t.Fatalf("request %d of a third caller beside 12 slow bodies: %d %s", i, res.StatusCode, b)
+		}
+	}
+	if n := len(env.srv.admission.slots); n != 0 {
+		t.Errorf("%d slots held by unfinished bodies, want 0", n)
+	}
+	conns[0].Write([]byte(body[10:]))
+	res, err := http.ReadResponse(bufio.NewReader(conns[0]), nil)
 	if err != nil || res.StatusCode != http.StatusOK {
 		t.Errorf("a slow body that completes: %v %v, want 200", res, err)
 	}

@@ -1,8 +1,11 @@
 package serving
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -147,5 +150,72 @@ func TestKeywordErrorStatus(t *testing.T) {
 				t.Errorf("problem detail repeats the query: %.200s", d)
 			}
 		})
+	}
+}
+
+// TestReadBodyLimit (issue 48, defect 6): a retrieve body is capped at
+// Options.MaxReadBodyBytes, not at the ingest cap, and refused before it
+// is read or decoded: a declared 7 MB body with a huge query gets 413 from
+// its headers alone (the test never sends the rest), and an undeclared
+// (chunked) one gets 413 once the cap is passed. Both close the
+// connection. An ingest batch of the same size is still read.
+func TestReadBodyLimit(t *testing.T) {
+	env := newEnv(t, Options{})
+	addr := strings.TrimPrefix(env.http.URL, "http://")
+	huge := `{"user":{"type":"user","id":"u1"},"query":"` + strings.Repeat("x", 7<<20) + `"}` // under the ingest cap
+	for _, tc := range []struct {
+		name string
+		send func(c net.Conn)
+	}{
+		{"declared length", func(c net.Conn) {
+			fmt.Fprintf(c, "POST /v1/retrieve HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(huge), huge[:1024])
+		}},
+		{"chunked", func(c net.Conn) {
+			fmt.Fprint(c, "POST /v1/retrieve HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+			for i := 0; i < len(huge); i += 64 << 10 {
+				chunk := huge[i:min(i+64<<10, len(huge))]
+				if _, err := fmt.Fprintf(c, "%x\r\n%s\r\n", len(chunk), chunk); err != nil {
+					return // the server answered and closed
+				}
+			}
+			fmt.Fprint(c, "0\r\n\r\n")
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			go tc.send(c)
+			c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			br := bufio.NewReader(c)
+			res, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("no response: %v", err)
+			}
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if res.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(b), "1048576") {
+				t.Errorf("answer = %d %s, want 413 naming the limit of 1048576 bytes", res.StatusCode, b)
+			}
+			if !res.Close {
+				t.Errorf("the 413 keeps the connection open, want Connection: close")
+			}
+		})
+	}
+	// The ingest cap is the larger one: a 2 MiB batch is read (and refused
+	// for its content, not its size).
+	batch := `{"events":[],"pad":"` + strings.Repeat("y", 2<<20) + `"}`
+	req, _ := http.NewRequest(http.MethodPost, env.http.URL+"/v1/events", strings.NewReader(batch))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+testKey)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusBadRequest {
+		t.Errorf("2 MiB ingest body: %d, want 400 (read under the 8 MiB ingest cap)", res.StatusCode)
 	}
 }

@@ -156,30 +156,6 @@ func (s *Server) recoverer(next http.Handler) http.Handler {
 	})
 }
 
-// bodyLimit caps request bodies at max bytes: a declared Content-Length over
-// the cap is refused at once with 413, and reading past the cap fails with
-// *http.MaxBytesError, which writeProblem maps to 413 too. It also bounds
-// the time to read the body (Options.BodyReadTimeout) with a read deadline
-// on the connection: a trickled body fails with a timeout (408).
-func (s *Server) bodyLimit(max int64) func(http.Handler) http.Handler {
-	return func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.ContentLength > max {
-				s.writeProblem(w, r, &http.MaxBytesError{Limit: max})
-				return
-			}
-			if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
-				rc := http.NewResponseController(w)
-				if err := rc.SetReadDeadline(time.Now().Add(s.opts.BodyReadTimeout)); err == nil {
-					defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
-				}
-			}
-			r.Body = http.MaxBytesReader(w, r.Body, max)
-			next.ServeHTTP(w, r)
-		})
-	}
-}
-
 // markStatus records status as the response's status for the access log
 // and metrics when nothing is written (a client that went away: 499).
 func markStatus(w http.ResponseWriter, status int) {

@@ -13,16 +13,17 @@ import (
 
 // Defaults applied by [New] to zero fields of [Options].
 const (
-	DefaultMaxBodyBytes    int64         = 8 << 20
-	DefaultRequestTimeout  time.Duration = 10 * time.Second
-	DefaultShutdownTimeout time.Duration = 15 * time.Second
-	DefaultBodyReadTimeout time.Duration = 15 * time.Second
-	DefaultRatePerSecond   float64       = 1000
-	DefaultRateBurst       int           = 2000
-	DefaultMaxRateKeys     int           = 100_000
-	DefaultMaxBatchItems   int           = 50_000
-	DefaultMaxInFlight     int           = 64
-	DefaultMaxQueueWait    time.Duration = 50 * time.Millisecond
+	DefaultMaxBodyBytes     int64         = 8 << 20
+	DefaultMaxReadBodyBytes int64         = 1 << 20
+	DefaultRequestTimeout   time.Duration = 10 * time.Second
+	DefaultShutdownTimeout  time.Duration = 15 * time.Second
+	DefaultBodyReadTimeout  time.Duration = 15 * time.Second
+	DefaultRatePerSecond    float64       = 1000
+	DefaultRateBurst        int           = 2000
+	DefaultMaxRateKeys      int           = 100_000
+	DefaultMaxBatchItems    int           = 50_000
+	DefaultMaxInFlight      int           = 64
+	DefaultMaxQueueWait     time.Duration = 50 * time.Millisecond
 )
 
 // ErrBadOptions is returned by [New] for invalid options.
@@ -43,15 +44,23 @@ type Options struct {
 	// /metrics stay open).
 	ReadAuth bool
 
-	// MaxBodyBytes caps request bodies (default 8 MiB); larger ones get 413.
+	// MaxBodyBytes caps the bodies of the ingest requests, POST
+	// /v1/entities and /v1/events (default 8 MiB); larger ones get 413.
 	MaxBodyBytes int64
+	// MaxReadBodyBytes caps every other request body, a retrieve's among
+	// them (default 1 MiB: 1,000 context events, a user's content and a
+	// filter of some 100,000 short ids); larger ones get 413 before they
+	// are decoded, as soon as their Content-Length or their first
+	// MaxReadBodyBytes+1 bytes say so.
+	MaxReadBodyBytes int64
 	// MaxBatchItems caps the entities or events of one ingest request
 	// (default 50000); more get 413.
 	MaxBatchItems int
 	// RequestTimeout bounds the handling of one request (default 10s).
 	RequestTimeout time.Duration
 	// BodyReadTimeout bounds the time to read a request's body, from the end
-	// of its headers (default 15s); a slower body gets 408.
+	// of its headers (default 15s); a slower body gets 408 and its
+	// connection is closed.
 	BodyReadTimeout time.Duration
 	// ShutdownTimeout bounds the drain of in-flight requests (default 15s).
 	ShutdownTimeout time.Duration
@@ -70,10 +79,11 @@ type Options struct {
 	// MaxQueueWait (default 50ms), with at most MaxInFlight others, and is
 	// then answered 503 with Retry-After without being started. One caller
 	// (API key, else client IP) holds or awaits at most three quarters of
-	// the slots; beyond that it gets 429 with Retry-After, so that slow
-	// bodies from one client cannot take every slot. Bodies
-	// are read only once a request is admitted, so memory held by requests
-	// stays under MaxInFlight × MaxBodyBytes.
+	// the slots; beyond that it gets 429 with Retry-After. A request's
+	// body is read whole before it asks for a slot, so a slow body holds
+	// none. The bodies held at once (being read, waiting or handled) take
+	// at most MaxInFlight × MaxBodyBytes bytes of memory, taken as their
+	// bytes arrive; a body that finds this budget spent gets 503.
 	MaxInFlight  int
 	MaxQueueWait time.Duration
 
@@ -95,6 +105,9 @@ func (o *Options) applyDefaults() error {
 	}
 	if o.MaxBodyBytes == 0 {
 		o.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if o.MaxReadBodyBytes == 0 {
+		o.MaxReadBodyBytes = DefaultMaxReadBodyBytes
 	}
 	if o.MaxBatchItems == 0 {
 		o.MaxBatchItems = DefaultMaxBatchItems
@@ -127,8 +140,8 @@ func (o *Options) applyDefaults() error {
 		o.MaxQueueWait = DefaultMaxQueueWait
 	}
 	switch {
-	case o.MaxBodyBytes < 0:
-		return fmt.Errorf("%w: MaxBodyBytes %d < 0", ErrBadOptions, o.MaxBodyBytes)
+	case o.MaxBodyBytes < 0 || o.MaxReadBodyBytes < 0:
+		return fmt.Errorf("%w: MaxBodyBytes %d or MaxReadBodyBytes %d < 0", ErrBadOptions, o.MaxBodyBytes, o.MaxReadBodyBytes)
 	case o.MaxBatchItems < 0:
 		return fmt.Errorf("%w: MaxBatchItems %d < 0", ErrBadOptions, o.MaxBatchItems)
 	case o.RequestTimeout < 0 || o.ShutdownTimeout < 0 || o.BodyReadTimeout < 0 || o.MaxQueueWait < 0:

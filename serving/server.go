@@ -15,6 +15,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"golang.org/x/sync/errgroup"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/hir-ads/hir/api"
 	"github.com/hir-ads/hir/eventlog"
@@ -33,6 +34,13 @@ type Server struct {
 	tel       *telemetry
 	limiter   *keyedLimiter
 	admission *admission // nil: no bound on requests in flight
+	// bodyBudget bounds the bytes of request bodies held at once (read,
+	// waiting for a slot or being handled); nil: no bound.
+	bodyBudget *semaphore.Weighted
+	// drainCtx ends when the server starts to drain (drain): body reads
+	// in progress are cut short.
+	drainCtx  context.Context
+	drain     context.CancelFunc
 	keyHashes [][sha256.Size]byte
 	handler   http.Handler
 
@@ -73,6 +81,8 @@ func New(opts Options, log *eventlog.Log, store *graph.Store) (*Server, error) {
 		s.limiter = newKeyedLimiter(opts.RatePerSecond, opts.RateBurst, opts.MaxRateKeys)
 	}
 	s.admission = newAdmission(opts.MaxInFlight, opts.MaxQueueWait)
+	s.bodyBudget = newBodyBudget(opts.MaxInFlight, opts.MaxBodyBytes)
+	s.drainCtx, s.drain = context.WithCancel(context.Background())
 	tel, err := newTelemetry(opts.TracerProvider, s)
 	if err != nil {
 		return nil, err
@@ -92,8 +102,8 @@ func New(opts Options, log *eventlog.Log, store *graph.Store) (*Server, error) {
 // routes builds the chi router: middleware first, then the generated routes.
 func (s *Server) routes() http.Handler {
 	r := chi.NewRouter()
-	r.Use(requestID, s.observe, s.recoverer, s.identify, s.rateLimit, s.auth, s.admit,
-		s.bodyLimit(s.opts.MaxBodyBytes), timeout(s.opts.RequestTimeout))
+	r.Use(s.deadlineBody, requestID, s.observe, s.recoverer, s.identify, s.rateLimit, s.auth, s.readBody, s.admit,
+		timeout(s.opts.RequestTimeout))
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, notFoundf("no route for %s %s", r.Method, clip(r.URL.Path)))
 	})
@@ -167,7 +177,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	})
 	g.Go(func() error {
 		<-gctx.Done()
-		s.draining.Store(true)
+		s.startDrain()
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.ShutdownTimeout)
 		defer cancel()
 		if err := hs.Shutdown(sctx); err != nil {
@@ -197,8 +207,15 @@ func (s *Server) Close() error {
 	return s.closeErr
 }
 
-func (s *Server) close() error {
+// startDrain marks the server as draining: new work is refused and body
+// reads in progress are cut short.
+func (s *Server) startDrain() {
 	s.draining.Store(true)
+	s.drain()
+}
+
+func (s *Server) close() error {
+	s.startDrain()
 	var errs []error
 	if err := s.log.Close(); err != nil && !errors.Is(err, eventlog.ErrClosed) {
 		errs = append(errs, fmt.Errorf("close event log: %w", err))

@@ -2,12 +2,19 @@ package serving
 
 import (
 	"bufio"
+	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hir-ads/hir/eventlog"
+	"github.com/hir-ads/hir/graph"
 )
 
 // TestSlowAndAbortedBodies covers defect 6 over a real TCP connection: a
@@ -82,6 +89,116 @@ func TestSlowAndAbortedBodies(t *testing.T) {
 	}
 	if got := env.srv.Store().NumEvents(); got != 0 {
 		t.Errorf("%d events stored from incomplete bodies", got)
+	}
+}
+
+// TestSlowBodyConnectionClosed (issue 48, defect 1): once a trickled body
+// is answered 408, the server closes its connection, however the client
+// goes on trickling; it does not read the rest of the body with no
+// deadline. The same holds for a body refused before it is read (401).
+func TestSlowBodyConnectionClosed(t *testing.T) {
+	env := newEnv(t, Options{BodyReadTimeout: 300 * time.Millisecond})
+	addr := strings.TrimPrefix(env.http.URL, "http://")
+	const body = `{"events":[{"id":"slow","src":{"type":"user","id":"u1"},"dst":{"type":"ad","id":"a1"},"type":"click","ts":1700000000000}]}`
+	for _, tc := range []struct {
+		name, key  string
+		wantStatus int
+	}{
+		{"trickled past the body timeout", testKey, http.StatusRequestTimeout},
+		{"refused before its body is read", "wrong-key-0123456789", http.StatusUnauthorized},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			fmt.Fprintf(c, "POST /v1/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n",
+				tc.key, len(body))
+			stop := make(chan struct{})
+			defer close(stop)
+			go func() { // one byte every 100 ms, for longer than the test waits
+				for i := 0; i < len(body); i++ {
+					select {
+					case <-stop:
+						return
+					case <-time.After(100 * time.Millisecond):
+					}
+					if _, err := c.Write([]byte{body[i]}); err != nil {
+						return
+					}
+				}
+			}()
+			c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			br := bufio.NewReader(c)
+			res, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("no response: %v", err)
+			}
+			io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+			if res.StatusCode != tc.wantStatus {
+				t.Errorf("status = %d, want %d", res.StatusCode, tc.wantStatus)
+			}
+			answered := time.Now()
+			c.SetReadDeadline(time.Now().Add(3 * time.Second))
+			n, err := br.Read(make([]byte, 1))
+			if err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Fatalf("connection still open %v after the %d answer (read %d bytes, %v), want it closed", time.Since(answered).Round(time.Millisecond), res.StatusCode, n, err)
+			}
+			if d := time.Since(answered); d > 2*time.Second {
+				t.Errorf("connection closed %v after the answer, want at once", d)
+			}
+		})
+	}
+}
+
+// TestSlowBodiesShutdown (issue 48, defect 1): a server draining with
+// slow bodies in progress cuts their reads short and shuts down cleanly,
+// in far less than the body timeout and within the shutdown timeout.
+func TestSlowBodiesShutdown(t *testing.T) {
+	dir := t.TempDir()
+	log, store, _, err := OpenStore(context.Background(), eventlog.Options{Dir: dir + "/log", NoSync: true}, graph.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := New(Options{BodyReadTimeout: time.Minute, ShutdownTimeout: 5 * time.Second, RatePerSecond: -1, Retrieval: defaultRetrieval()}, log, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx, ln) }()
+	const body = `{"events":[{"id":"e1","src":{"type":"user","id":"u1"},"dst":{"type":"ad","id":"a1"},"type":"click","ts":1700000000000}]}`
+	for range 5 {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		fmt.Fprintf(c, "POST /v1/events HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body[:5])
+	}
+	time.Sleep(100 * time.Millisecond)
+	start := time.Now()
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run: %v, want a clean shutdown", err)
+		}
+		if d := time.Since(start); d > 2*time.Second {
+			t.Errorf("shutdown took %v with 5 slow bodies, want well under the 5 s shutdown timeout", d)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return within 10 s of the shutdown")
+	}
+	if n := store.NumEvents(); n != 0 {
+		t.Errorf("%d events stored from cut bodies, want 0", n)
 	}
 }
 

@@ -55,7 +55,7 @@ export interface paths {
         put?: never;
         /**
          * Candidate ads for a user, a fresh user or an anonymous context.
-         * @description Embeds the user (the served model's embedding, or one computed now from its current neighbourhood, context_events and user_content: a user the service has never seen is answered too, as a new user), looks up its Bag-of-Meaning tokens in the ad index, applies the filter and re-ranks exactly. With explain, each candidate carries the parts of its score and the interest tokens it shares with the user.
+         * @description Embeds the user (the served model's embedding, or one computed now from its current neighbourhood, context_events and user_content: a user the service has never seen is answered too, as a new user), looks up its Bag-of-Meaning tokens in the ad index, applies the filter and re-ranks exactly. With explain, each candidate carries the parts of its score and the interest tokens it shares with the user. The body is capped at 1 MiB (413, from its Content-Length before it is read).
          */
         post: operations["retrieveCandidates"];
         delete?: never;
