@@ -126,7 +126,7 @@ type Candidate struct {
 	Type   NodeType    `json:"type"`
 }
 
-// EdgeType defines model for EdgeType.
+// EdgeType Each edge type joins the node types of one table; an event outside it is refused with 400 naming its index and the rule (the importers apply the same table). Engagement (impression, click, add_to_cart, purchase, conversion, interested, not_interested): user -> ad, user -> product. in_campaign: ad -> campaign. of_advertiser: campaign -> advertiser, pixel -> advertiser. promotes: ad -> product. in_category: ad -> category, product -> category. of_brand: ad -> brand, product -> brand. fires: user -> pixel.
 type EdgeType string
 
 // EmbeddingMap defines model for EmbeddingMap.
@@ -155,23 +155,27 @@ type EntitiesRequest struct {
 // Entity defines model for Entity.
 type Entity struct {
 	// Attrs Free key=value attributes (ads: also filterable). An ad's launch time, which makes it fresh for the engagement prior, is read from start_time (RFC 3339, YYYY-MM-DD or unix milliseconds) or release_date (also DD-Mon-YYYY).
-	Attrs  *map[string]string `json:"attrs,omitempty"`
-	Id     string             `json:"id"`
-	Text   *string            `json:"text,omitempty"`
-	Type   NodeType           `json:"type"`
-	Vector *[]float32         `json:"vector,omitempty"`
+	Attrs *map[string]string `json:"attrs,omitempty"`
+
+	// Id An external id, unique within its node type. Ids are normalized to Unicode NFC, so the composed and decomposed spellings of one id name one entity; ids holding control characters (NUL, LF, ESC, DEL, ...), format characters (zero-width spaces, bidi overrides such as U+202E, the byte order mark) or invalid UTF-8 are refused with 400. The same holds for event ids and ids in paths.
+	Id     ID         `json:"id"`
+	Text   *string    `json:"text,omitempty"`
+	Type   NodeType   `json:"type"`
+	Vector *[]float32 `json:"vector,omitempty"`
 }
 
 // Event defines model for Event.
 type Event struct {
 	Dst Ref `json:"dst"`
 
-	// Id Idempotency key.
+	// Id Idempotency key (normalized as an ID): the same id with the same payload is stored once, with a different payload it is refused (409). Omit it for an event stored each time it is posted; an empty id is refused (400).
 	Id  *string `json:"id,omitempty"`
 	Src Ref     `json:"src"`
 
 	// Ts Unix milliseconds, or an RFC 3339 string.
-	Ts     Event_Ts `json:"ts"`
+	Ts Event_Ts `json:"ts"`
+
+	// Type Each edge type joins the node types of one table; an event outside it is refused with 400 naming its index and the rule (the importers apply the same table). Engagement (impression, click, add_to_cart, purchase, conversion, interested, not_interested): user -> ad, user -> product. in_campaign: ad -> campaign. of_advertiser: campaign -> advertiser, pixel -> advertiser. promotes: ad -> product. in_category: ad -> category, product -> category. of_brand: ad -> brand, product -> brand. fires: user -> pixel.
 	Type   EdgeType `json:"type"`
 	Weight *float32 `json:"weight,omitempty"`
 }
@@ -201,10 +205,12 @@ type EventPage struct {
 
 // EventRecord defines model for EventRecord.
 type EventRecord struct {
-	Dst    Ref       `json:"dst"`
-	Ts     time.Time `json:"ts"`
-	Type   EdgeType  `json:"type"`
-	Weight float32   `json:"weight"`
+	Dst Ref       `json:"dst"`
+	Ts  time.Time `json:"ts"`
+
+	// Type Each edge type joins the node types of one table; an event outside it is refused with 400 naming its index and the rule (the importers apply the same table). Engagement (impression, click, add_to_cart, purchase, conversion, interested, not_interested): user -> ad, user -> product. in_campaign: ad -> campaign. of_advertiser: campaign -> advertiser, pixel -> advertiser. promotes: ad -> product. in_category: ad -> category, product -> category. of_brand: ad -> brand, product -> brand. fires: user -> pixel.
+	Type   EdgeType `json:"type"`
+	Weight float32  `json:"weight"`
 }
 
 // EventsRequest defines model for EventsRequest.
@@ -233,6 +239,9 @@ type Filter struct {
 type Health struct {
 	Status string `json:"status"`
 }
+
+// ID An external id, unique within its node type. Ids are normalized to Unicode NFC, so the composed and decomposed spellings of one id name one entity; ids holding control characters (NUL, LF, ESC, DEL, ...), format characters (zero-width spaces, bidi overrides such as U+202E, the byte order mark) or invalid UTF-8 are refused with 400. The same holds for event ids and ids in paths.
+type ID = string
 
 // IngestResult defines model for IngestResult.
 type IngestResult struct {
@@ -336,7 +345,8 @@ type ProjectResponse struct {
 
 // Ref defines model for Ref.
 type Ref struct {
-	Id   string   `json:"id"`
+	// Id An external id, unique within its node type. Ids are normalized to Unicode NFC, so the composed and decomposed spellings of one id name one entity; ids holding control characters (NUL, LF, ESC, DEL, ...), format characters (zero-width spaces, bidi overrides such as U+202E, the byte order mark) or invalid UTF-8 are refused with 400. The same holds for event ids and ids in paths.
+	Id   ID       `json:"id"`
 	Type NodeType `json:"type"`
 }
 
@@ -766,7 +776,7 @@ type ClientInterface interface {
 
 	// PostEventsWithBody Append a batch of events (all-or-nothing, idempotent by event id).
 	//
-	// Appends engagement events (user -> ad) and structure edges (ad -> campaign, ...). An event whose id was already stored is counted in duplicates and stored once. Endpoints that are not stored yet are created.
+	// Appends engagement events (user -> ad) and structure edges (ad -> campaign, ...). The id is the idempotency key: an event that repeats a stored id (or one earlier in the batch) with the same payload (src, dst, type, ts, weight) is counted in duplicates and stored once; one that repeats it with a different payload fails the whole batch with 409 (type event-conflict), whose detail names the id and what differs and whose item is the event's index. An event without an id is stored every time it is posted; an empty id is refused (400). Endpoints that are not stored yet are created.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -775,7 +785,7 @@ type ClientInterface interface {
 
 	// PostEvents Append a batch of events (all-or-nothing, idempotent by event id).
 	//
-	// Appends engagement events (user -> ad) and structure edges (ad -> campaign, ...). An event whose id was already stored is counted in duplicates and stored once. Endpoints that are not stored yet are created.
+	// Appends engagement events (user -> ad) and structure edges (ad -> campaign, ...). The id is the idempotency key: an event that repeats a stored id (or one earlier in the batch) with the same payload (src, dst, type, ts, weight) is counted in duplicates and stored once; one that repeats it with a different payload fails the whole batch with 409 (type event-conflict), whose detail names the id and what differs and whose item is the event's index. An event without an id is stored every time it is posted; an empty id is refused (400). Endpoints that are not stored yet are created.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1042,7 +1052,7 @@ func (c *Client) GetSimilar(ctx context.Context, pType EntityType, id EntityID, 
 
 // PostEventsWithBody Append a batch of events (all-or-nothing, idempotent by event id).
 //
-// Appends engagement events (user -> ad) and structure edges (ad -> campaign, ...). An event whose id was already stored is counted in duplicates and stored once. Endpoints that are not stored yet are created.
+// Appends engagement events (user -> ad) and structure edges (ad -> campaign, ...). The id is the idempotency key: an event that repeats a stored id (or one earlier in the batch) with the same payload (src, dst, type, ts, weight) is counted in duplicates and stored once; one that repeats it with a different payload fails the whole batch with 409 (type event-conflict), whose detail names the id and what differs and whose item is the event's index. An event without an id is stored every time it is posted; an empty id is refused (400). Endpoints that are not stored yet are created.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1061,7 +1071,7 @@ func (c *Client) PostEventsWithBody(ctx context.Context, contentType string, bod
 
 // PostEvents Append a batch of events (all-or-nothing, idempotent by event id).
 //
-// Appends engagement events (user -> ad) and structure edges (ad -> campaign, ...). An event whose id was already stored is counted in duplicates and stored once. Endpoints that are not stored yet are created.
+// Appends engagement events (user -> ad) and structure edges (ad -> campaign, ...). The id is the idempotency key: an event that repeats a stored id (or one earlier in the batch) with the same payload (src, dst, type, ts, weight) is counted in duplicates and stored once; one that repeats it with a different payload fails the whole batch with 409 (type event-conflict), whose detail names the id and what differs and whose item is the event's index. An event without an id is stored every time it is posted; an empty id is refused (400). Endpoints that are not stored yet are created.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -2217,7 +2227,7 @@ type ClientWithResponsesInterface interface {
 
 	// PostEventsWithBodyWithResponse Append a batch of events (all-or-nothing, idempotent by event id).
 	//
-	// Appends engagement events (user -> ad) and structure edges (ad -> campaign, ...). An event whose id was already stored is counted in duplicates and stored once. Endpoints that are not stored yet are created.
+	// Appends engagement events (user -> ad) and structure edges (ad -> campaign, ...). The id is the idempotency key: an event that repeats a stored id (or one earlier in the batch) with the same payload (src, dst, type, ts, weight) is counted in duplicates and stored once; one that repeats it with a different payload fails the whole batch with 409 (type event-conflict), whose detail names the id and what differs and whose item is the event's index. An event without an id is stored every time it is posted; an empty id is refused (400). Endpoints that are not stored yet are created.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -2226,7 +2236,7 @@ type ClientWithResponsesInterface interface {
 
 	// PostEventsWithResponse Append a batch of events (all-or-nothing, idempotent by event id).
 	//
-	// Appends engagement events (user -> ad) and structure edges (ad -> campaign, ...). An event whose id was already stored is counted in duplicates and stored once. Endpoints that are not stored yet are created.
+	// Appends engagement events (user -> ad) and structure edges (ad -> campaign, ...). The id is the idempotency key: an event that repeats a stored id (or one earlier in the batch) with the same payload (src, dst, type, ts, weight) is counted in duplicates and stored once; one that repeats it with a different payload fails the whole batch with 409 (type event-conflict), whose detail names the id and what differs and whose item is the event's index. An event without an id is stored every time it is posted; an empty id is refused (400). Endpoints that are not stored yet are created.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -3138,6 +3148,8 @@ type PostEventsResponse struct {
 	ApplicationproblemJSON401 *Problem
 	// ApplicationproblemJSON408 the response for an HTTP 408 `application/problem+json` response
 	ApplicationproblemJSON408 *Problem
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *Problem
 	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
@@ -3176,6 +3188,11 @@ func (r PostEventsResponse) GetApplicationproblemJSON401() *Problem {
 // GetApplicationproblemJSON408 returns the response for an HTTP 408 `application/problem+json` response
 func (r PostEventsResponse) GetApplicationproblemJSON408() *Problem {
 	return r.ApplicationproblemJSON408
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r PostEventsResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
 }
 
 // GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
@@ -4168,7 +4185,7 @@ func (c *ClientWithResponses) GetSimilarWithResponse(ctx context.Context, pType 
 
 // PostEventsWithBodyWithResponse Append a batch of events (all-or-nothing, idempotent by event id).
 //
-// Appends engagement events (user -> ad) and structure edges (ad -> campaign, ...). An event whose id was already stored is counted in duplicates and stored once. Endpoints that are not stored yet are created.
+// Appends engagement events (user -> ad) and structure edges (ad -> campaign, ...). The id is the idempotency key: an event that repeats a stored id (or one earlier in the batch) with the same payload (src, dst, type, ts, weight) is counted in duplicates and stored once; one that repeats it with a different payload fails the whole batch with 409 (type event-conflict), whose detail names the id and what differs and whose item is the event's index. An event without an id is stored every time it is posted; an empty id is refused (400). Endpoints that are not stored yet are created.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -4183,7 +4200,7 @@ func (c *ClientWithResponses) PostEventsWithBodyWithResponse(ctx context.Context
 
 // PostEventsWithResponse Append a batch of events (all-or-nothing, idempotent by event id).
 //
-// Appends engagement events (user -> ad) and structure edges (ad -> campaign, ...). An event whose id was already stored is counted in duplicates and stored once. Endpoints that are not stored yet are created.
+// Appends engagement events (user -> ad) and structure edges (ad -> campaign, ...). The id is the idempotency key: an event that repeats a stored id (or one earlier in the batch) with the same payload (src, dst, type, ts, weight) is counted in duplicates and stored once; one that repeats it with a different payload fails the whole batch with 409 (type event-conflict), whose detail names the id and what differs and whose item is the event's index. An event without an id is stored every time it is posted; an empty id is refused (400). Endpoints that are not stored yet are created.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -5103,6 +5120,13 @@ func ParsePostEventsResponse(rsp *http.Response) (*PostEventsResponse, error) {
 			return nil, err
 		}
 		response.ApplicationproblemJSON408 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest Problem
@@ -6796,169 +6820,179 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H19c9s21u9XweU+M5F2KZmSXxLL09lxk+w2d5s2k6Sz0yfO40AkJKGmABYALaudzNwPcT/h/SR3zgFA",
-	"ghQly46T7e6kfzS2CRJvB7/zfvB7lMplIQUTRkeT36MFoxlT+ONrZtT6fGaYgt8yplPFC8OliCbRG5ZK",
-	"kWliJFlRbsiUzaRiRMErXMyHURyxG7oschZNRnGk0wVbUvjMkgu+LJfRJIkjsy5YNIm4MGzOVPTx48c4",
-	"KqiiS2bcEJ6WSsuO7t8uGBHsxlym2IDIGTELRgrFrrksNSnonJGeLOivJeufEbnkhsykwkYzrrTBFjBK",
-	"Dp/7tWRqHcWRoEsYkP1o1Bg2vfmeiblZRJOTo2rk2igu5hGM+7kw3KxfPIPG1cyjcuS7KKhZ1D3wLIoj",
-	"xX4tuWJZNDGqZFt6Gx+fxLBo/vfR9s7f4t8b3WumugeA39g1hP9SbBZNoj8d1ORxYJ/qgx9kxrAz3DHF",
-	"dCGFZrhhL4QuZzOecibMGyMVneOQUikMEwZ+pEWR85TCRh4USk5ztvzLLxp2NRg57LehPIeRLhjRTF0z",
-	"RVIqhDREGyC1leKGaSLkivQyrq/IrMzz/pklQZJT46auDRUpTPngenTArmEif1Ls12+S2YiNs8P0aHpM",
-	"T04fP4HtNtSUOpocJ4/jyHCDaxjOCLuGKVWbsDCm0JODgwVXw4xd+xnpAx68NvCvfdx3hV/Zz9gF3iR9",
-	"nDtZUU0Um5WaZWTKUlpqRurVeqQJLgvXuDJnREiz4GKOr+ESZkOCR5xQOOP4qiiXU4bHSbsDzoVtNEAg",
-	"mAQdEMVSec2UJtM14UazfEakSBnRBU0RCkolNOn9/flbcqAYzda/EU3X2u3cYEZ5DuMpheE5fFf04UC2",
-	"AWhQIVDXgrnWBwFW4Zr5Bfw02oPzQ8pT/G8CC0hmshTZJl0B0XF2zZCyniSjw5SxUzY9PnoyPjkMKOso",
-	"Oaop64fge7eRk5BmYNs+BA29/ttTcnp0/Ji47xM7Yz2Er7+mhn3Pl9wALHzS8ilqGMnhU4TdpIxl7Lal",
-	"23Eoj8an9dK9lZIsqVgTADCmjd5jCWE0g9xN7KFOYprDAX8EjPCKCTIt0ytmSK9gipy/ekGu2DomLNeM",
-	"wF9sY/LiVR9OJVsWZn33I0h6owc8Jz8Jek15Tqf5p+K0kGQpM5YToygXLCNrZibk1Y9v3hLYZnx2gM+I",
-	"VFZo8Bx5StOruQLqdi+r+5+w4+QwPGFuTPUk9zlqA3zpQWikGgHXFjZxXUjPLYRg/TiEVGi1KI0BXMzk",
-	"SsSezVHFiAfMHheEkjQvdY3IC6pYRrRRjC7hK6VQjKYLmLLrwZ0UoqggBdWmySoMX7qjGhO3K/WQAOVz",
-	"STOWkR6sXvCHSePbwFosh6bKsKx/L+omqwUTQRfuAB33YyIFMQsOXA9pE0ZKga0xNSS9blKDpXIzWXGz",
-	"kKUh1FMZobmWhAq9Ai4GlFO1CYY07D/QaavoyYq2VGQ8owZPUaFkwZThVojiCLwtMS+Orth6JVV2uaQm",
-	"XWzKxP/kZkHYTZHDvKnICCUo19otohnB91iGv7pvadKrflIMukotYaR+dPoMfl8TmmWVBGGkJZBUKoZY",
-	"5IY6lTJnVERWjLf6xK5z8wY+8Apb4tpIhYsxk2pJTTSJZrmkpv68pR1oimBrl8qw5a39vIXmr9kMX7Xf",
-	"okrRdf373vJuKDK/81I0SvN2+O+rHuT0F5Ya6OJ5NmeVbC5A93kX8WWhmNawc3GU5jy9iuKIZtmlkZcp",
-	"VTDrolTpgmroIJUCBC3bGtQl2CtkpkKay8YfuLhM6bKgfA5t5eySZtdAWVYTKJRcSsO0b2jYXKLmI2eX",
-	"U0VRFJlxxXQwkZoAny+nLMu4mL+kxSbVTqnm+lIHnCGkznNQFhHrNdcIFLDQpWEZmSm5DKioUgdBhURq",
-	"ZtnlNVXccoMNTRSgzyuAtvdHmvj2hOZSzMmNPRD48xrVPk83exBbi2L8cututTSVVGlGqlaVbiq5MDom",
-	"K8bnC0O+gT9yZZG72aYxvvvS9ZKZhezGEcTHS09QXS3sOPY+Xy9p8Qre6Dxf0tC8mxwAawkVhHmyAl5Q",
-	"cZ7MMs4uwmidwuZ8qqnHTYr0Q+mkqmrK4fZ2nmXQtDnTry3H2zwFzDXYe/Gs7o77wsUL+8aovY6tGVed",
-	"bB3ienNk1BjLwGiWcdgGmr9qNNggg+aW/U0x5BvfXNO8ZAQ+x6clCCc9mumJZaYznhumUOwYknNBaPZI",
-	"k5yWIl2gjBGT1YKnC7KkV0wTkAEV04tKEmRiTudsCVJyobhUMUFuTy1IWLniEmWVHugwh4eHpzH5+eef",
-	"fx68fDl49gwEglLwG7Lkec6dhNGHvyqWM6rZJbA00sOhPns2eCnFAN4OmVi9kJYN38kWE0eG3ZjOxbwb",
-	"o4mja5Yaa/q6N1Zt5VadZHPtBP8m1WSWyHeN2iGQXa4mzbzI2LKQhol0DaQDy9xez42F0irds8cuCP6p",
-	"vf2xlRKJpxdie4KhSMF+nEWTd8HKcmFOjrp4UdAGaGgARBhtjP79nhtdiQQf48gyBDuTGS1zg4S1sdcd",
-	"hlO/7619hgWMceNiv+fb0Az2/JWz0XXg2HrPjbBmtf0hD5q/ZqlUWRfLCAy7HYxjqgEdpOUUOQ1MuZtH",
-	"rpv3YPfa4Q3MkixpxvZgNG5NAk5i5711ad0cP+FQmebB30F6n0J4twFLax3apFV9autC7OCX9yCdOzLL",
-	"7Zv0N+RWmxTyrVVkHDdDXRQUqJrlDcnzG5qafA0qPEhvIF4eANIcoAJ8gG2HF+K8emVCakk8Jl5Gh5+s",
-	"EB4TFMBjYi0ZDrbWwCCBzqcsRwS9EFaMDxm7yPZePzfjjlMHA+5kXOzXzj9z0eh0CzXW38cpdJzn1gTP",
-	"iEGpuVprcmFfnVyUSXKYXrE1/sAuos4zL6TZfw1a/PU+C/exg6y+YzQ3i01a9zaq3ztcOA0At+26KPaF",
-	"mDNtXjONfGIDV0prs2N6K+plShZF02HAFeEZqmQ0Rzu9dw9062SBgNvqwT3Z/Xp13juHt+tVbSmx+d73",
-	"ck40gAsoe7V1yaqaJl3Ap27l7tvE62q4cbi03fvitIbXzhv2iRz1dh3twWwg25hcW61yHXbNvlIA9zVl",
-	"VWDQPa3NbX7a1KqtTWvKtCE5u2b5IHEGeLf1dhKPNJnS+fC+vDKUxm/2k7/X9+CmoRHpJoJvdC4xw5f3",
-	"XWCvhmzaJ6qlgSYxSXOOeGAkGScJma6Bu336it1J9bBz65ZDK+LezxLBtlltbj9QDyh2OhLeVyA9RzN4",
-	"xm5YRkqROVM5fmYPqdR213VerZBqF65z3eGNNxVTai78ggMWr7uJCA3oXMxJWqrr2vrG1DX80flcROYf",
-	"uEGhwg98xruIUKnv1fo9o+nCN36kyZIZxVM9/EVL0Y+JzDM48Bi/ERNqyFJqQ46T5M52Mzf6rUYr3IxL",
-	"zX9jwTYGnMgNbA9jyoZqXq8+stqgaWA9d+tzSc0dpH83qS4Rq+1gg01SpSAc3S+FknPFtO625Jeaztkl",
-	"E0bJYgs1NPYd7T2Ay3I+B3qG14l7Hb2ghZJGohsJoZv0RtZhxWGeBGSSKprHNdT9TzTZbj/2rbNk96Tr",
-	"rFTQFhjxXXgNBeQOjO5ti3tWpgZbVNZ2b2ov+A3LO03tQfxCS8Rz/tZOidx7TLseGvu1ln0GCN2vt5zN",
-	"mLB2WMOWBL2MKEPF1iVnFkwx9AcKtkVCawu4wTPnk91hGavMHxGdytJMpjkVV1F8y5bZ78a7hOZXSsKP",
-	"D2ez9UIavfE6aJIkD2bArYa7TZJccq3dSb/LcO/OEh/MD3CLxb4yvvuZdS0LzGKL+HNXG+3nE2VeuzCF",
-	"rbSWytrGfRma/hquXOsjcucylYPALm6YWnpHCbuhqSGKDRQVVxNCBaGZdctq0tER+TPR5fKSk/H/9Ab8",
-	"YNEnf8YfAeD5wXfwayp1j2YxoZe8T5ZSocEejj29TOCvo5gMh0MMR4ABAALaQDPDRWoIzbSz4WfWvdND",
-	"3yaRimSMFUydEQwxuTGXVrPy3Nw4gHEKILFP+7Hl8YqlMPUW528EMAwGfsIDJ7m45VvGZAGgtbU1zWeD",
-	"nM9YTHAdoO1Crgj6Cl1Yaxjj4KdtuVxjsvSSx+S7XZ21OxRZveJ9/2KtxUI/mqwWstnPVJoF/sRF+PEV",
-	"F5lcuWlzVb0DmyJnVrjCYAlr0IKu5kxaWYYsGRVVK/Ta4OsYoIej6KWyFN5dC/uj1o3Nip0rRwoGUkWa",
-	"lxlGgICAgNtVkbEdEfpgfpGOkut4gyFJiI0cRCEYqF3OZkPyzHKHyda1dTTeO+43dP7Kfk5vrP28wupt",
-	"5vQ4atLo5vl8benRkbA7pr1Cas2n+ZpQIcV6KUvdx7U7I1qlZEnXZMowFBlWUSrCfi1pXtHT3tJrbQJt",
-	"sZ82vrMb3IRLzbxG7firjfXdFPWcY7TRdkZzzTbiBzG2M7ZBbX7nbJgRBn7AknCjLRQhlcMjjEaxag1q",
-	"Ai4exQbdOJpFw8AWSXRWWWv3M9RdNX0quOtbiGDUJc2gB3JPjKaZfrThvdwHpjNpeiWahGnWJ38hYafk",
-	"zyQXvRH5CwH1x+Kw8CiBZxSBMV072oejWA/BQq+usdfiTR15ogFJW6cJux+Ebeyn+2du2NaX65Ao9Nfb",
-	"9xEDPBL1aiNu4LlteWP7BIEFBwN/NYRqsiwBhfxECawby6rPw68ubJgbsqB1x+5EBqtg/2Kn3mssLp3K",
-	"a0aSPlJqFYPwSJNCFmVOFTdrkkqpMi6oYZUjmgYjheGFgxqYBcmpmgOfcITh9XokkB5SQxXuoNhAAEzl",
-	"XLPszAIy5bjDcIxqPcjRkjuf/SH5m1SEEsFWlhX1trBEwVYDaFCti1sMh9tFXuoWP+4T4fcDx2rfsxxg",
-	"STNGVgueM+wZ3w760AvFxRV6+bXlD1KwR4jnsDYYJt6Yv8aAHNYF7S74I7AFpDTnU0WBxj3QpwupmfDB",
-	"hV6vdSYaFjr5UpkxRTKOIWzERwb2W6GOwQFwXaDaw40N3jS+tRsUEp6QgpHeaLgH07mF59gclA2Y+bGw",
-	"1oUgYm+xniqeERcRS/N+pxUKldP9FANoehmG/nbaNDo5wT8X1AcM5jlT5ErIVcURkTapqUUnDACZIe3i",
-	"s8polDK7mkA2BPgV6UmFvjU0uyGDaBHqxDqO4E9EO7jAtB+/UPbMB2EqvtWcyZhkDHuFscxZFbeNoS02",
-	"2vaKFQhFdkV1f0jO7fgGOD4cP/fA4cUibkgPesVfWgM+I9QfPCc2yxUaX2ZwogwGxBQA6BkTKSrYd4zf",
-	"uTWyYklvwjeCRKZagfGG4+BjR8npSZcW3nr34051aJsuWwt+e6uZdeRsh1KLYHzpiX/TVoX7tqLBxgm5",
-	"iu2GWREkLZUCohOAAVNZqoWUmRPV8YhMEHorSpAqAOJU5plldv3YE0AFuzXhI0E7iNJcpFbFsJgXGEi7",
-	"5aB9TNmr25bAM12Ng39ABuIjwi2XRpaJSo37kuVmnRLeLUaCgFK6NO8gmLjbZM3UEpGJ1iLrIyei+qg0",
-	"K1pxBWoy6a2CgOr+5nkMFezNLrvUb8saK+Gtqdd7IdiDg9N5aaY7OcsG/8B13RxHQ+RpDWBDXu2BKNTc",
-	"KQfXnsL7MW66R3Gr8oH6ugJGAK/Pcmlpo1OKoplNGkU640tuW+w3w7r95jSfSZgDmlpD7vNIV9qHnXEl",
-	"e+zTZdstX/fvlztuUkEnXdq3Xpgua+4W791dQuE/f/y6m8EDebbv5tALV+8eJsx9fdvbfWToN38hZrKD",
-	"dS14nil23ziYTac4u248CVVRqhzKbNIKhjdfLtHzqT/VJrzd57XNq7nFG2kn4z64dWG7fb47FgIfdSD8",
-	"D3XkB8YB2Hag8TWcTdpZGhXTPCtpjtaqfrcz4wt6jHds733CPN6UyyVV6zuE47+1RhmHnM4vJxXxJA5P",
-	"7CD76BfKc5yMvkd0vicMt5O1n3pHfEkVvLJJKrefpo6Z2hlOSOKNKTZpQ5u2c9KRywyzxYBWzjxlVSl0",
-	"bQpD5aGiL9A8dTd9bYl0ubAjH8KbF1EXtdw7brN5NrcutCefnYC37fhhG2fk65735wfAVkR4AQLHIbEN",
-	"vED1ECC5dxQH6eX8mvVvoYN7AGtc70nndoIacZ6mrHDJ3C2NMnjSoWYwrR087x5Z9ZmtQ6hiLTbPr9Qd",
-	"W/aSUVFbdKBNoCXVRT7gk3uKjoYVm938PZdTmtcdQavuPbolCOLVZlhD7OPQMO7Be/Jszq4Lisj4NQcF",
-	"dLomuZz3/tGfkDAU4lNjHmh+Scu0K0yzkvrPf3rqGdQ1zUEl4lIQa73db2GhF7+He7Sumemmgtaw+JHV",
-	"QmoW0gBGk1RJcsNb4wJqjoObH1tSe99lttAsLUGsfwPH3iUzMqqYOi9NR6LtufC5/WTOr5mo9Jk6zZgM",
-	"BrTgA2giFfnuxevL81cvLv/x/Oc3Q3Ker+ga1CyGCdVoY7xia8s4UilmfF4qlvWBLqqcZh8wEJO6jIkN",
-	"Om8mPJ/5707XzkdnPX5MZLhuWIihqDjXFL/owpliciALJmjBh2u6zINff9FSxOQgk2mtTx2UHGUA0KEN",
-	"NTwlM54zXYWKVFVCSqH9mihGswEtzcIGfdkfYfQIjYi6CEK4+M1UfZtcz50g3goO9fr8gAZmUauiZm4c",
-	"ekhs7DTxS4kz8QYNaxM2C3YhFpwpqtIFT2leBZz6LH7RKlhgjYy+OAE6NqHbKyFXIr4QziWqapegs6Wj",
-	"vYmSb+l8IGcDwDubWA3MApnI8EI8V0oqSxbbCnaQ3rYyDf3hhbgQQMAwX9tgsmNzHEVr0vuw4Mo+D6j4",
-	"Hx+IVBcipGRXV8DWokFTa7bkoqI0HWTkd1FvfCFatNtH2iUfYNBS8d/cmL9FaiD/+DAkrxl6jhUjQJmk",
-	"FDnTobP9QtQT+hCQ24cNeptYwc4ekepwQP+aUDza9qBciPqkkN7BAiP7f4t9QRu3Bu4AEZ0qWjDS8ycK",
-	"H3NNAnK9EL09Tlm/OmaNs1X5lBxRspsilwrmbQteHZS8721ZCtcKmsPWVtYlmBp3Lh04CngyzslKSTG3",
-	"D+uiQvjSUTICHoErdSH8UsV2BxrO/iH5p6uegISEb9iCAVxjcyRJLC2jJzbQwOMo6hq+OkpQqOGKrfvo",
-	"GaCNAisXogfbWxV0+RAT//u0VNp8sO5KrLDibfu+zMPR+NQRSFDI4cPwQrytj8WCigzWm5IpHHKWBTEZ",
-	"vuIMocaWO4KhLOnNgItZDoI5dC4FyCrUXIgZF5kmQlpvhc6l8Z5T99qvJSvZYEW5+QDrFJTPQBqYM4Ol",
-	"KWzljQtR18Xob05jQkYfnNvDO2QWMkdfo1lA/7+W8GVVURKMR18I7ORofDok/0T3ngmXAkdv4W/NTNxR",
-	"owRNgVV9kVJooMddFUa4CatudG0HeYrUAF3JMs+wXsyFoNqG5VDdbG7rStXBOmtbBQzp7a11wIOOgFRP",
-	"eFZPfw3HG87XSqocw5UR/TK2lB9wHS0YQrMPF6JnsbtMhsPYxrDgTz70U5O0cI98AKiGn5PhsG/ztnxd",
-	"mu9evCb/7//8X/JdyGp8Cgl57TlYFEhM0WiYDBNMWrJwEU2iw2EyPIxiLO2GUgtiB/wwZyhrg6SNKPoi",
-	"A3GXmWfwvFWybZwkrdI/ht2Yg4VZ5s1qcjYB6389+/Hp259fPSfQwKViiUatvLZc1lk4CU6+YjOmMHGn",
-	"cNXRjpLRNp2sGnNdbieOjsant7cPC1qF4l40efc+jrTXdqO3ANUwrmC06O4ni3JJBbITOs0Z+e7ty+9d",
-	"iUEhCbsxTAmaE6o1M86aROcahNBqA3T0Hrr2DGTrHn3nnt+6RyHf7yjL5CNxI3m1fx0jl7fWsWPnoL/+",
-	"yzfoe5C2geMjP965zkGEfuc6v3TP9zsLVVhUfRj+ROwh4OrS5szNaTlH6dH/YXTXY+HH9K9e5ldKLplZ",
-	"sLLKwCC9Hwsm3rKcLbGeE7spJPCR3bQeyjW7QOlNwdL//ebHHz6Z6L128Flg9mPHXlY6ZCfEwZohnMi0",
-	"XLqYvT8ewPX8MA+HSR/gDrZir30F8fW2ff35/OX3d9tX/9Wv+/pw+xoT2Id+DNs7LXluQIUIjRY799uq",
-	"Olt3+rV9/GAcy+bgPADTeu0/9Pk3J46Ok8Pb3wmrLe7aUBg5rzndGUrJNuCRbtQTBDHVRuU1xPKdWxro",
-	"5GiTlbojhOGNwQhVryNjpYwwtRojXzD+7ShJiKA+tqCZR+TrANlkMxcM6VSnSiv1MTc4t5hoCSpCSgWZ",
-	"ssq4koXR+ILdmEYuG9ZzadDlK6nN8zqT2+kn30qbdLcfYeLqCLY6Rxt5vUHnGBBRhcPCGDCMyE4IxoZR",
-	"YFUxpLB0RIRW05I1M4/eBQFedbBsNInGyfhkMBoPktHb0XiSJJMk+e+g3mVEU+NkMw6zpgM39MEo8tFc",
-	"aITPYZWsmXshmY5JbqNggXqoYapQUs5qmxvNoo/vg5qFe5WxCgpjfWzaY40q2cdPgYjmTlQLGFY8SMLi",
-	"BKO61EDiSgeM7zCdRp2FDmzBs5FZcEnuBi53BaPkyd3ajw7v2P74C4Dj3dbo7mAK7zy+/Z2u8uQtIG7a",
-	"/t+9/9hA5p8KzZTxiZGYMOPNyT2a5wOpBq5KZkM25khOm+B78Dsct48Hv/Ps40GdbeL4bEembZgd5Xwk",
-	"WqXeje1Aukd98JNNAYiJryWpMX3LxfJjVLU1XZCci6t+DKhWpVgPySuqdaPM/pSmVyBDuF991TYEY9CH",
-	"z1ywNN0S+0AaVT4c1ypslpFe8JmxddttbAGZrjEVgIo1ltsBFPBWpgnBquLhSsKMD0pvXf4rWpq+GW+y",
-	"he+5Ywvr5762R3jnwLtuEqqbHATF9j/Ge7Z+8Wyftu62A2hZCUbj7isKcHoN9bJKdDm+W54L0PenSW51",
-	"+BdyILzzwPWCQahB1Zd3Ve0ry6xGj5scxxa8cjxvNDhM3ianE2R7/1039OVSfRzECKbQiMWJxlVcyeQo",
-	"2Z+HVeXQukwg1uIDJ95O5otg/9F/ADZ/jBuSk1/GIEuDirASG+lZFHGhuLJUKWtjU4CtzglyC7g2qrZu",
-	"xVeXnNbDql4KE2Axyc1GRLXdL95TuI591VcjMVaoj8Z/olihGCJhAM7OhYiicCP1zZKzdUu2DI4uK+4O",
-	"KFhNdxMA/85MVa3oi4HflwCZVsBedD2qo8pgai7wKJoqRme5LImm6YKqqgLbJKUmsVXYJtNRFWqD2To2",
-	"RidKhqPjAHmS4ckhLIP/8kKWK6YXTJBCcSWB79328VH98dHweNT4+PFR+PHvx5PRaf3iuH5xPMQHwaiw",
-	"EOW+km67clUH+NUE8xX17oN6jcJLLad/BScOfBASgjxYB3NVXMMtQOei1LfC3FOpuWADAUJuGA0B4EbV",
-	"nJlLDGLqZWFSXjV2uRIEnvf3ASOaHdDRYz+ivwaf/4ZmF2WSjE+uvjm0WZE1ajyq3XVTlkvMO7Du6tLe",
-	"fLFpaHRT/oKSXO0IoNmWW6SC6Ub3uFkp7OSwu4erbgFw/AcUAF0g2zsv+B0nVcrBJBmeHjalQN/qZK9W",
-	"j0eNVuOmDaOTL+yNju3chy5TgG1SnaSvEHkviPyhA5CogySEnKo6vL3rpE6jxvumboPKSrfutnWeFwUT",
-	"WUfmOEGnPxlYTzcm6YOApo0qU1MqRlg2tyXQqzZ1bdfhcGjNn/gtp6931toEedcX2OCC1GYt1xu2kSIF",
-	"HboKsEIhkypGqlvR7O0yGEioGDU2g7DDLOo13/sbRa0S1jCK/mQx2hkdsGDu6PGZz/7D32vjJJb+CAwQ",
-	"aXHYtIzurTHi39l1w+7paohvhSP48ujxydHxaXKUJGH1DDsvAJew27Q4DPRPX+qro/Nxq/OWOXaLprth",
-	"3a0wur7M427W2EbR5c9ii60I4HZbbFIbAMbOFnv41Rb71Rb7ibZYi9kNW6yD7KYlNibcX0NgXFy0MIRn",
-	"Oy20S3vFTacI7Qq0aVtZyXtS7b2iZiVB+RMpLzD9x088rJHpy1s8QpCsc1LjujCTq1mBWcI+eVZbSblS",
-	"7S206oKlRtGczGhqMF4Yl4Vl9a1bS1LkNAU2YYPnXVUmexUPD27iQadcwVQrFt8GK1sulq8tv83cXTvI",
-	"pl3y+FFyeoJr0kuZMMCNUumvWImJkQWuDuNzJuztFmjjLeSKKcKNY1JnrgTVDddE87mAnqRlddzoqrxK",
-	"Kll1KyfXpJCaG8yxwanZ6EIMftTV8OxNhDTTcWsmtr57ntcVw3AIqIhBn60rfWya9Gbx4f5ZwzykSc5x",
-	"oL6aynIYXIdHi4PCkpHdHI3F3p2NqPKLarp0+7RD31rSwpm7DzvVo5e02FSNWuJPlf7PrcXdbmPXhvcb",
-	"d/se3tk87RQSr58cfwH9pHkzlR1A19VS75Lh4ShOhqPx+8Y1T4HtSBs2V5LmZMFZpmSpDVvezYB02LZc",
-	"+5uaoiKlEzwl460IAmN3+5A1sSPaYv/yJRwrzQtUqvvNpjmHWpbB6tjJ8GiM9a8HyXB0CPNy9ncY8v5y",
-	"S3jD2JbwG0DmL8Hr/x1s6ePBM1gPqyvVgFxXJKtrLfVePT3HmiS5LJVNEGrh2k6jegBY27WoijEiflZG",
-	"Ix/dUatsPby62CfqlBrvgprcsTqKCzyva1DwZlWXfo2jltXJWYiZlfsSQbbB8UDJclpoWKIok8wG6F8J",
-	"uUItCxDeamyucumQnGPmxYRwp5Jpf21ihypml+tBglRg4c5F1g5U8TqZzc8BhWx7/Mk2bWmb6nUXhaRV",
-	"gvezaCSNJaimWBXLffd+T4jEJXhAiHRlohEkxyMEyWSYHLcW9vNgcgXJo/tt13azV2XS5kw/cvKXFPqr",
-	"GvaHZBWvUAGoY1UwkyW2wvBwOOz7WA3HTAKY3M0V8KLkbXrSucvxGSeJhWJr8cJCcmEwn9WcqrjGoPjV",
-	"piyLHX6qQFjdbfDOZ6CPj4fHT3ye+MlGwvc7tD4nwydP4H+j92Fk8fUIrczhnQEjNMHXKQj2Gc20ewTd",
-	"aOwH53rZGMM1zS+D2lGYw22lqzrZenwyTI7qOwRcQdfg1oCGYelwcnQySZ6gYam6JcCV87vjRPcFkPBq",
-	"ia5UB9xrF8P4h47Qbbjw2hcduLWJ60hUzHIDZuvvrghOjz0szbNjM1+3S1RYPkHXUVZNxdznZbYKMWNq",
-	"q17RAsvsckGokUue0jxfn5FC5nl9vvGKVVDcXTAW7bgXgkjlAhVeswy08pTmbCBLE9vrtf1t3FZHtxKS",
-	"8ZeEYPAEzZhybj6Xv1xHC9unTm/3SYQu63Aqs/UmDOCabAGC8d2AoK6AYY9QVfMiCopCYDJm18IFAXAr",
-	"vyf7H5FmcY6uiKPq2X1Y5Ol/CAvb1xr4VvH5nCk0B3bedrLjKPoQ8+3nEBVTXVc17XXY8ir1BhUTKVht",
-	"WAN9wRUI1d0FJuN2YXwAkbAw62SPoqlcO8sXXugkY5u9GNTuy6W80qQscBxdxQe097LRzIco4RFyh9Vd",
-	"iGhrHgxsWV9mb0K02d++XqIzoVWVFklKlfJf2VEjvB0MAVrUgoIW1aiP6AyYMsN89ZTiFVbUkBF5yb8l",
-	"vaPRYVyv91O7gANbz9QLHjbGDBhoR1CBr1v6tK45+SnKWVX9oZ1FcM01N5hGgXOB7YSNjGs91slls3xt",
-	"JwRk5UpDogemoc6169bf7jwLfVVuMIOj8T0cZu+x3vphXXf4lk/C0cMqGT+59sFJlgU5bJbS8PEfdcCc",
-	"rx7fppimeusL2lt07xjgprp7By2pfdnHZ9FqG7RT73RQNrcy7Z08rgMhDofjLeESp2Gj0VE7WiIsoOuY",
-	"Ykf8RHv3dg/sMIjjOBom486wvIc1rSbDw0b0nF5IOudLmRNAMyCLu4XmHTYj7I7RdNsZsxJswtGXmuj7",
-	"XbvoJP3ObbwHrW83CQRo+UeMgflqNbirzlNtaIXGVgaJK7Mr4rK9YL0uceTY0C0hOXVly07jwbdKruz9",
-	"tB0B1y4ge7r2lRxNHbwtZ76A5UZ5x76TzHJ7E8FmdUt4njFnHgddnvTo9rJ+ceWNDG8xQsN6hhGSIALZ",
-	"ujVe/LEuzCkmOfLfWBwUlqlGY+u3zNjKW/SDyoXkFabGYAkkd2sbDBjkt1ah/QkpHj59Z5sL0i79X3Hd",
-	"v0lsaOfODBxbcPQ2t2RQrLMKSCXJGeFzYROIQBjwO2ejq+pVhCUSvpgpVvBsui6TLa5LX19x03UZ+i1P",
-	"DjvvcwiqoG7c5NBFduhwdTUim5U/7Z2HHQN0pTDDERbUGKag7f+8Swan7/9ycTG0P/xXV528f0Ui0vHn",
-	"d/PWnNJXCT7aYvHvShaq2HRd5fSotsqnkv6CnFqQpaRGlqBZ3jS49thz7aTBtdvlSWtpLWozbWs8PG2k",
-	"G0ShK/Vkf+NCVV15ZyqTm/bXiNVPT2Vqa65yFsBPT7prXDogAGuFYfxIi5/stLzbXg5+x38/3o+LTght",
-	"XZ8N4N92C8fWaOFHrBhgKeFmaBnkxqV1OxjmrRzkIBmOOu3+b1312z3YBdWkiaQxYcP5kFxEo+Ho8UXU",
-	"YAJ4xByyFdQsgvB912NTn7s/6n4yvNW49C4aDQFkRsPRE/xnfIL/HB1H778kZFU6z/h4Tyy7E3xh1f0u",
-	"zyN+8Stm3QezfhRtpHpUCaSubrGXpzy9WUnVxqGH8qjeS773CHUQ1Ofemn4J0GHFuJZt0gby1fW0nZEy",
-	"59cuk5L0fBhIcPlkDO3sY5SSP0dGe1j1u5HPTouCUVVVXF0TLZWpYzJdj3shol+7v94uUr90q/zvjJT/",
-	"sYny7SSok7pCSzdYR3ukMm1IsydRE3Qr8fF0f+8tUtHt4mOtmH6F4wcQITclJ7kB11uEwpanDE5Gh7PM",
-	"VsJGCixV7iprTw4OcpnSfCG1mTxJniRW5bB9bF6mgPVPGjW0bcC5C9g7s7cTYyVnWhVKH9YH0gXab+rH",
-	"DWNTvCFPQ0/tpNXgszUD2vzyK3vpcMXAMnLN2UrvyudvTLB5aydGQ1sHoK+BXhdbXvaDMfn92RzRRjAB",
-	"9tPhuAy+Zn2WHbNzZdx9rUY74s2KcGfOU2i3prUrQYWwj+8//v8AAAD//w==",
+	"7H19c9s2uu9XweWemUhbSqbkl8TydHbcJN3mbtJmknR2euIcByIhCTUFsABoWe1k5n6I+wnvJ7nzPABI",
+	"kKJk2XG6PXu6f2xjESTeHjzvzw+/RalcFlIwYXQ0+S1aMJoxhf98w4xan88MU/BXxnSqeGG4FNEkestS",
+	"KTJNjCQryg2ZsplUjCh4hYv5MIojdkOXRc6iySiOdLpgSwqfWXLBl+UymiRxZNYFiyYRF4bNmYo+ffoU",
+	"RwVVdMmMG8LTUmnZ0f27BSOC3ZjLFBsQOSNmwUih2DWXpSYFnTPSkwX9pWT9MyKX3JCZVNhoxpU22AJG",
+	"yeFzv5RMraM4EnQJA7IfjRrDpjcvmZibRTQ5OapGro3iYh7BuJ8Lw836xTNoXM08Kke+i4KaRd0Dz6I4",
+	"UuyXkiuWRROjSralt/HxSQyL5v8ebe/8Hf7e6F4z1T0A/MauIfyHYrNoEv3loCaPA/tUH3wvM4ad4Y4p",
+	"pgspNMMNeyF0OZvxlDNh3hqp6ByHlEphmDDwT1oUOU8pbORBoeQ0Z8uvftawq8HIYb8N5TmMdMGIZuqa",
+	"KZJSIaQh2gCprRQ3TBMhV6SXcX1FZmWe988sCZKcGjd1bahIYcoH16MDdg0T+Ytiv3ydzEZsnB2mR9Nj",
+	"enL6+Alst6Gm1NHkOHkcR4YbXMNwRtg1TKnahIUxhZ4cHCy4Gmbs2s9IH/DgtYF/7dO+K/zafsYu8Cbp",
+	"49zJimqi2KzULCNTltJSM1Kv1iNNcFm4xpU5I0KaBRdzfA2XMBsSPOKEwhnHV0W5nDI8TtodcC5sowEy",
+	"gknQAVEslddMaTJdE240y2dEipQRXdAUWUGphCa9vz9/Rw4Uo9n6V6LpWrudG8woz2E8pTA8h++KPhzI",
+	"NgMaVByoa8Fc64OAV+Ga+QX8PNqD80PKU/zfBBaQzGQpsk26AqLj7JohZT1JRocpY6dsenz0ZHxyGFDW",
+	"UXJUU9b3wfduIychzcC2fQgaevPtU3J6dPyYuO8TO2M9hK+/oYa95EtugC181vIpahjJ4VOE3aSMZey2",
+	"pdtxKI/Gp/XSvZOSLKlYE2BgTBu9xxLCaAa5m9hDncQ0hwP+CAThFRNkWqZXzJBewRQ5f/2CXLF1TFiu",
+	"GYFfbGPy4nUfTiVbFmZ99yNIeqMHPCc/CnpNeU6n+efyaSHJUmYsJ0ZRLlhG1sxMyOsf3r4jsM347ACf",
+	"Eams0uAl8pSmV3MF1O1eVvc/YcfJYXjC3JjqSe5z1Ab40oPQSDUCri3bxHUhPbcQgvXjkKVCq0VpDPDF",
+	"TK5E7MUcVYx4htnjglCS5qWuOfKCKpYRbRSjS/hKKRSj6QKm7HpwJ4UoKkhBtWmKCsOX7qjGxO1KPSTg",
+	"8rmkGctID1Yv+GHS+DaIFiuhqTIs69+LuslqwUTQhTtAx/2YSEHMgoPUQ9qEkVIQa0wNSa+b1GCp3ExW",
+	"3CxkaQj1VEZoriWhQq9AigHlVG2CIQ37D3TaKnqyqi0VGc+owVNUKFkwZbhVojgy3paaF0dXbL2SKrtc",
+	"UpMuNnXif3KzIOymyGHeVGSEEtRr7RbRjOB7LMM/3bc06VX/Ugy6Si1hpH50+gz+XhOaZZUGYaQlkFQq",
+	"hrzIDXUqZc6oiKwab+2JXefmLXzgNbbEtZEKF2Mm1ZKaaBLNcklN/XlLO9AUma1dKsOWt/bzDpq/YTN8",
+	"1X6LKkXX9d9767uhyvzea9Gozdvhf6h6kNOfWWqgi+fZnHndvLllz2m6ICybM4LH6mfJhbbHRGb2Nw1H",
+	"RQpGDBzlM0IFQR2WyNJonjHCDeG1GgjkS46ShAi6hJ3iBg5Yxm6QIPColjkjPfgXXxZSgaFFgNWv7ZbS",
+	"peuqPyTPxZzO2RJ66/FloZjWXIoYxFh6FQNFXBp5mVJlYlKUKl1QzWKSSgFKIbYEyw7ICg6xkOay/rs/",
+	"IahcDS7KJDkE8oybPxRKZmVqhoSLy5QuC8rnYgJU7Bv4H4dEzi5pdg3HRwM/9A+Cb/uHMSn4Dcs7ngyh",
+	"w6U0TDc6aY7CsLmE89QYhf0x9k03nuD4poqKrPEi/rL5Fv48BBsVRtJcERg6GtYC7Of3Ub0nURzhpkRx",
+	"FOxKFEd+W6BBtS8oXP1GgEnY2Bl8Wi15FEeN5YVvuoXyDe00bUMcfhRHOP7gMNRM7PlyyrKMi/krWmxy",
+	"vinVXF/qQLsIj8t5pp2+oLlGYQOHtTQsIzMllwEnqlwKceQ4Issur6niVqPY8GaA+PROBNv7I018e0Jz",
+	"KebEniH77zW6Djzv2YNhtbiOX27d7dpIJVWaVcdHV/4NyYXRMVkxPl8Y8jX8yJWV/s02jfHdlzcumVnI",
+	"blmEMvbSE1RXCzuOvXn0K1q8hjc6ebQ0NO8mB2R4wBQ9WYE+UWkvmVW+ugijxcmb86mmHjcp0g+lk6qq",
+	"KYfb2ykPhOFA8G+s1rR5CphrsPfiWf8P7gsXL+wbo/Y6tmZcdbJ1iOvNkVFjrBJEs4zDNtD8daPBBhk0",
+	"t+xbxVD3+Pqa5iUj8Dk+LUHB7dEMWC8oZDOeG6acEDoXhGaPNMlpKdIF6qkxWS14uiBLesU0CMCZYnpR",
+	"WROsFluF4lLFVkBSyySsbnqJ+m4P7ODDw8PTmPz0008/DV69Gjx7BkplKfgNWfI8505L7cOviuWManYJ",
+	"ahHp4VCfPRu8kmIAb4eKUL2QVpXbtXcvniGJsxvTuX5300/i6JqlxnpM782etio5nZRy7ezFJqFklq53",
+	"jdoxHbtCTTJ5kbFlIQ0T6RqohfQETCHnv7KMUA3n/cWz/qTWWLjTfKofCroG4wHtKXR1oWcqduyCZHw2",
+	"YwopxDdsqFG9o+S0PyQ/LOFna6dWipf7HlhX1mqyrxYShKdV0MCwhzE1v5gghdzJtRtHWqV7rmOXLPmx",
+	"TcexNZmIJ3xie4KBScF+mEWT9wG9cGFOjrqEatAGDsMA1iHaGP2HPcm30o8/xZGVbHYmM1rmBpdlg4I7",
+	"ogiemlvUCwsYIznGnpK3sWXY3tfOYd3BkNd7boT1Me/Pu6H5G5ZKlXXJviDK0SEBpxptASvychrENTYZ",
+	"SbcQxe61Y5wwS7KkGdtDYro1CUSinffWpXVz/AxWYZrsbAfpfQ7h3cYuW+vQJq3qU1sXYofgvwfp3FHq",
+	"b9+kb1HsblLIN9aqd2IZHTNgyNSye0ie39DU5Gs0VOUM9eQD4DQH6A06wLbDC3FevTJpGGXe2IgDc8rZ",
+	"R9at59jWGiQ90PmU5SAXhhfC2iOhhiKyvdfPzbjj1MGAO8Ux+6XzZy4anW6hxvr7OIWO89ya4BkxqP5X",
+	"a00u7KsTtAnTK7a2xuFF1HnmhTT7r0FLa7jPwn3qIKvvGM3NYpPWvcP2t454ZoOB23ZdFGujra0lFITd",
+	"GKYEzQnPYlDlfikZCn4u0B9S+VaG5EVmPauBemEk+VHwFNp8/+3TmGjr68JFAEEOtJ2x6k9dsDznYl75",
+	"aXhGBGgg8G/LIs8IzzRZyBzNk1QKo2RO0gVVNEX3S+/7H1/G5OW3MXn+9mlMnj1/GZPhcNiPiWVFjba/",
+	"MiUHK56ZhY2z6ZhMecbxWCqeMU10mS5AS/rxq3Eyfm6dv9O1YUSqjCmypOoK1VkurmnOM/Lju28HT3AZ",
+	"2l6kIXnnFSoYvkZFyGpBMCVYCm49uAU1C30P9eaFmDNt3jCNkn5DMpQ2BMH0VrmVKVkUzfgnV6gPgp6Y",
+	"Y9jRRzu73QOBrdXqwT3Z/XrFsTuHt+tVbXlJ872Xck40iAeRhs5y6/Uw6QI+dat+ts3Sq4Ybh0vbebK8",
+	"AfvGBfc/Uye63V3wYC7dbWpK28J3HXbNvvJF7OuZr9h597Q2t/lp08FjTZkp04bk7Jrlg8TFE93W20k8",
+	"0mRK58P7ajuhlXizn124voc+FPrEbyL4RucSM3x53wX25vGmq6xaGmiCvmnkB0aScZIg39MPsGJ3Mont",
+	"3LotiYq493OKsW0OxNsP1AMaDo6E9zUpzjMXdGAZKUXmIn/4mT3sCttd13m1ZoZduM51hzfeVmpFc+EX",
+	"HHjxupuIMB6I0rlU17UjmKlr+NGFkEXmH7hBoe8J5IyPeKN/qVe7mtBH4Bo/0mTJjOKpHv6spejHROYZ",
+	"HHhMR4sJNWQptSHHSXJnF64b/Vb/KW7Gpea/smAbA0nkBraHX2/DZVSvPoraoGkQDHTrc0nNHew3N6ku",
+	"JbmdLwCbpEpBuNVFlJwrpnV3YLLUdM4uGShhxRZqaOw7uh6BL8v5HOgZXifudUzqKJQ0EsN3yLpJb2Tj",
+	"7xzmSUAnqZITXUPd/8zowfZj3zpLdk+6zkrF2lCS23iSyxakwLmD+E87+JOVqcEWVeDHR30wQtUZ9QnS",
+	"sVoqnksf6bSpfAJI10Njv9byG2Ko0623nM2YsCEBw5YEkyZQh4pthoFZMMUwvUGwLRpa20QJnrkUkx0e",
+	"28qBFdGpLM1kmlNxFcW3bJn9brzL7HmtJPzz4cIHXkmjN96LkCTJg8USquFu0ySXXGt30u8y3LuLxAcL",
+	"Sd0SPKriQH5mXcsCs9ii/uwRLvhy2ssbl2i1lbxSWUdYLkN/bSMZxUYo3VFM5SCIyhimlj5Mx25oaohi",
+	"A0XF1YRQQWhmE0s06eiI/JXocnnJyfi/egN+sOiTv+I/gafzg+/gz1TqHs1iQi95nyylwnARnHR6mcCv",
+	"IzSu0d6FAQDTs6myhovUEJppF0FydnAPI+tgMGeMFUydoQkPypU1prwAN46nVAECfNqPrVhXLIWpt4R9",
+	"IwVrMPATHjhlxS3fMiYL4FNbW9N8Nsj5jMUE1wHaLuSKYKTaJeaHWVp+2lawNSZLL3lMvtvVWbtDkdUr",
+	"3vcv1oYr9KPJaiGb/UylWXifTPDxFReZXLlpc1W9A5siZ1afwnQv64WEruZMWvWFLBkVVSuMGeLrmGKM",
+	"o+ilshQ+WQD2R60bmxW7QKIUDBSJNC8zzGEDnQC3qyJjOyKMAP4sHSXXGVNDkhCb+4x6L1C7nM2G5JkV",
+	"CJOta+tovHfcb5j5VdCD3tigR8Wet8VA4qhJo5vn842lR0fC7pj2Cqk1n+ZrQoUU66UsdR/X7oxolZIl",
+	"XZMpw2IKWEWpCPulpHlFT3srrLXfuiVx2iyd3eAmXGrmjWgnUm21wqZ258LyjbYzmmu2kQGN2emxTcv1",
+	"O2d9ZZi6BkvCjbasqEqewnw6a8mg8u8y6uIq+siVdd5uUT5nlYt9P+/qVTMQhru+hQhGXQoMxr/35NE0",
+	"0482Yuf7sOlMml6Jfnya9clXJOyU/JXkojciXxGweCwfFp5L4BlFxpiuHe3DUQyyzpD16pr3Wn5T5z1p",
+	"4KSt04TdD8I29tP9Mzdsm0ngOFGYLWLfRx7gOVGv9rwHeQOtXIA+QcaCg4FfDaGaLJ0X1uVewrqxrPo8",
+	"/OkKH7ghC1p37E5ksAr2Fzv1XmNx6VReM5L0kVKrDJhHmhSyKHOquFmTVEqVcUENq9IgaDBSGF44qIFZ",
+	"kJyqOcgJRxjelEcCwczBOtlGsYHznWuWnVmGTDnuMByj2vRxtOTOZ39IvpWKUCLYyoqi3haRKNhqAA2q",
+	"dXGL4fh2kZe6JY/7RPj9wLHa96wEWNKMkdWC5wx7xreDPvRCcXGFUX1t5YMU7BHyc1gbLHRpzF9jOhjr",
+	"Yu0u9Sgw/1Oa86miQOOe0acLqZnw6dHelHVeGRZGZlOZMUUyjkm4xOc291vJ2sEBcF2gpWMzFDQzvrUb",
+	"FBKekIKR3mi4h9C5RebYKroNNvNDYR0KQc7xYj1VPCMup5/m/U7HE9qj+9kC0PQyLF7odGN0SoJ/LqhP",
+	"ec5zpsiVkKtKIiJtUlOrTph+hPkg9lnlJ0qZXU0gGwLyivSkwigQetpQQLQIdWKjffBTFbTBwkW/UPbM",
+	"B0lSvtWcyZhkDHuFscxZVXmCiVU2qnXFCmRFdkV1f0jO7fgGOD4cP/eMw6tF3JAe9Ip/tAZ8Rqg/eE5t",
+	"liv0t8zgRBlMxyqAoWdMpGhT3zF7rB092kw7pDfhG0EpZm3AeF9x8LGj5PSky/Buvftppzm0zXytFb+9",
+	"Lcs697/DjkVmfOmJf9M9hfu2osHGCbmK7YZZFSQtFSY3CeABU1mqhZSZU9XxiEyQ9VaUIFXAiFOZZ1bY",
+	"9WNPABXbrQkfCdqxKM1Fak0My/MCn2i3HrSP93p12xJ4oatx8A8oQHxNi5XSKDLRqHFfstKsU8O7xS8Q",
+	"UEqX5R2UQ3R7qZlaImeitcr6yKmoPifSqlZcgZlMequgJKS/eR5DA3uzyy7z24rGSnlr2vVVCp5jDs7m",
+	"pZnulCwb8gPXdXMcDZWnNYANfbWHEf7GTjl27Sm8H+Omey5uTT4wX1cgCOD1WS4tbXRqUTSzZe9IZ3zJ",
+	"bYv9Zli335zmM2mqaoBA+jzSlfVhZ1zpHvt02c6lqPv3yx03qaCTLu1bL0yXA3dLwO4uxTxfvgLHzeCB",
+	"gtl3i+GFq3cPr+W+4eztYTEMlb8QM9khuhY8zxS7b/LSZhycXTeehKYoVY7LbNIKJtdfLjHYqT/XDbw9",
+	"zLUtkLklAGkn4z64dWG7w7w7FgIfdXD47+tkDwz923Zg8TXiS9p5GhXTPCtpjt6qfnf84ncMEu/Y3vtk",
+	"drwtl0uq1ncoBnlnnTKOc7pQnFTEkzg8sYPsYygoz3Ey+h61IZ4w3E7WoekdKSVVvsomqdx+mjpmamc4",
+	"IYl3ptiSIW3a8UhHLjOsdwVaOfOUVRUBtynM5YI5+gLLU3fT15bklgs78iG8eRF1Ucu9k22bZ3PrQnvy",
+	"2cnwth0/bOOcfN3z/vIMsJXGX4DCcUhsA69QPQST3Dtxg/Ryfs36t9DBPRhrXO9J53aCGXGepqxwcBQt",
+	"izJ40mFmMK0de949suozW4dQpVdsnl+pO7bsFaOi9uhAm8BKqmGK4JN7qo6GFZvd/D2XU5rXHUGr7j26",
+	"Je/h9WYmQ+xTzzDVwUfyLOqAy4PI+DUHA3S6Jrmc9/7Rn5Aw++Fz0xxofknLtCszs9L6z3986gUUZrMi",
+	"XgWx3tv9FhZ68Xu4R+tamG4aaA2PH1ktpGYhDWACSVWiObw1FaCWOLj5sSW1D11uC83SEtT6t3DsXSkt",
+	"o4qp89IsOpOkHToJmfNrJip7pgZKIIMBLfgAmkhFvnvx5vL89YvLfzz/6e2QnOcrugYziyEkBPoYr9ja",
+	"Co5Uihmfl4plfaCLCpXB5wjEpAZispUCTciGM//d6drF6GzEj4kM1w2hZIpKck3xiy6DKSYHsmCCFny4",
+	"pss8+PNnLUVMDjKZ1vbUQclRBwAb2lDDUzLjOdNVdkiFc1QK7ddEMZoNaGkWNs/L/hNGj6wRuS4yIVz8",
+	"JtiIhQfhThFv5YN6e35AA7eoNVEzNw49JDZdmvilxJl4h4b1CZsFuxALzhRV6YKnNK9yTD0OiWhBrlgn",
+	"o4dXwcAmdHsl5ErEF8KFRFUdEnS+dPQ3UfINnQ/kbAD8zkJDgLBAITK8EM+VksqSxTbIIdLbBjTTH16I",
+	"CwEEDPO1DSY7NsdRtCa9jwuu7POAiv/xkUh1IUJKdsgoFk0LXa3ZkouK0nSAKdJFvfGFaNFuH2mXfIRB",
+	"S8V/dWP+BqmB/OPjkLxh1NUcAGWSUuRMh8H2C1FP6GNAbh836G1iFTt7RKrDAf1rQvFo24NyIeqTQnoH",
+	"CyzH+DX2kFxuDdwBIjpVtGCk508UPuaaBOR6IXp7nLJ+dcwaZ6uKKTmiZDdFLhXM20L2HZS8731ZCtcK",
+	"msPWVt4lmBp3IR04CngyzslKSTG3DzfwMEYgI3ClLoRfqtjuQCPYPyT/dPgvSEj4hoU84RqbI0kiOJae",
+	"2EQDz0fR1vD4TgHUzBVb9zEyQBsQUReiB9tbQVJ9jIn/e1oqbT72g1JS59v3QDVH41NHIAEUzcfhhXhX",
+	"H4sFFRmsNyVTOOQsC3IyPGYWocYCtsFQlvRmwMUsB8UcOkfMkQU1F2LGRaaJkDZaoXNpfOTUvfZLyUo2",
+	"WFFuPsI6BQBASANzZhBcx2IHXYga2ae/OY0JGX10YQ8fkPGVM2YB/f9SUgta4pN0c2n0hcBOjsanQ/JP",
+	"DO+ZcClw9Jb9rZmJO1CW0BVYISSVQgM97sJI4ibEDeraDvIUqQG6kmWeIeLVhaDapuVQ3WxukfHqZJ21",
+	"xTFEentnA/BgIyDVY9GNn/4ajjecr5VUOWYoI/fL2FJ+xHW0zBCafbwQPcu7y2Q4jG0OC/7LZ3tqkhbu",
+	"kc/51PDvZDjs22I7j6z13Ys35P/9n/9LvgtFja8aIW+8BIsCjSkaDZNhgpVmll1Ek+hwmAwPoxjBKVFr",
+	"Qd4B/5gz1LVB00Yu+iIDdZeZZ/C8BTo5TpIWeJlhN+ZgYZZ5Ew/TVs39r2c/PH330+vnBBq4+jnRQPts",
+	"62Wd0G9w8hXDOvKUoSIBcztKRttssmrMNWBYHB2NT29vH0LyhepeNHn/IY60t3ajd8CqYVzBaDHcTxbl",
+	"kgoUJ3SaM/Ldu1cvHUiqkHXBHNWaGedNonMNSmi1ATr6AF17AbJ1j75zz2/do1DudwDL+eTbSF7tj8Tm",
+	"ig07duwc7Nd/+Qa9BG0bJD7K453rHCTld67zK/d8v7NQpUXVh+EvxB4Cri5tmdyclnPUHv0Po7seCz+m",
+	"f/Uyv1ZyycyClVXRBen9UDDxjuVsiYh07MaCX+2m9VCv2cWU3hYs/d9vf/j+s4neWwdfhM1+6tjLyobs",
+	"ZHGwZshOZFouXc7eH4/B9fwwD4dJH9gdbMVe+wrq6237+tP5q5d321f/1T/39eH2NSawD/0Ytnda8tyA",
+	"CRE6LXbutzV1tu70G/v4wSSWLbt5AKH1xn/oy29OHB0nh7e/E+LF7tpQGDmvJd0Zask24ZFuIKKCmmqz",
+	"8hpq+c4tDWxy9MlK3ZHC8NZghqq3kRHeJKymxswXzH9zmIkut6BZOuRRqGx9mUuGdKZTZZX6nBucG8IG",
+	"cENSKsiUVc6VLMzGF+zGNMrXEISnQZevpTbP6+JtZ598I22d3X6Eiasj2OocfeT1Bp1jQkSVDgtjwDQi",
+	"OyEYG2aBVVBcId5HhF7TkjWLjd4HCV51smw0icbJ+GQwGg+S0bvReJIkkyT5zwCxN6KpcboZh1nTgRv6",
+	"YBT5bC50wuewStbNvZBMxyS3WbBAPdQwVSgpZ7XPjWbRpw8B6upeIGoBLNunpj/WqJJ9+hwW0dyJagFD",
+	"kIMkxCMY1egCiUMLGN9hOg1ohQ7egmcjs8wluRtzuSszSp7crf3o8I7tj38H5ni3Nbo7M4V3Ht/+TtcF",
+	"Cy1G3PT9v//wqcGZfyw0U8bXQmLBjHcn92ieD6QaOJzfhm7MkZw2me/Bb3DcPh38xrNPB3W1iZOzHcW1",
+	"YXWUi5FolfowtmPSPeqTn2wJQA0wq7F8y+XyY1a1Q3vNubjqx8DVqqrqIXlNtW5cFDKl6RXoEO5PjxmI",
+	"zBjs4TOXLE235D6QBrCHk1qFrTLSCz4z9uYJm1tApmssBaBijRhJwAW8l2lC8F6EcCVhxgel9y7/DT1N",
+	"X483xcJL7sTC+rmH8whvTXnfTUJ1k4PgupBP8Z6tse7w1rbuvhZoWSlG4+5LVnB6DfOyKnQ5vludC9D3",
+	"52ludfoXSiC8tcX1gkmoAdDL+wqwzAqr0eOmxLEoZU7mjQaHybvkdIJi7z/rhh6s1+dBjGAKjVycaFzl",
+	"lUyOkv1lWIVh1+UCsR4fOPF2Mr8L7z/6N+DNn+KG5uSXMajSoCKEzyM9y0VcKq4sVcravCngrS4Icgtz",
+	"bWAGb+Wvrjith1BsCgtgscjNZkS1wy8+UriOPeawkZgr1EfnP1GsUAw5YcCcXQgRVeFG6ZslZxuWbDkc",
+	"XVXcHbhgNd1NBvh3ZiqAot+N+f0eTKaVsBddj+qsMpiaSzyKporRWS5Lomm6oKqCzZuk1CQWOm8yHVWp",
+	"NlitY3N0omQ4Og44TzI8OYRl8F9eyHLF9IIJUiiuJMi92z4+qj8+Gh6PGh8/Pgo//nI8GZ3WL47rF8dD",
+	"fBCMCtFD99V022BVHcyvJpg/ud59uF4Da6kV9K/YiWM+yBKCOljH5qq8hlsYnctS38rmnkrNBRsIUHLD",
+	"bAhgblTNmbnEJKZeFhblVWOXK4Hof/19mBHNDujosR/R34LPf02zizJJxidXXx/aqsiaazyqw3VTlkus",
+	"O7Dh6tLe3bPpaHRT/h01uToQQLMt9+AF043ucTdc2Mlhdw9X3Qrg+A+oALpEtvde8TtOqpKDSTI8PWxq",
+	"gb7VyV6tHo8arcZNH0anXNibO7ZrH7pcAbZJdZL+ZJH3YpHfdzAk6liSveDFV5vb25rqMmpE8ryNVVa2",
+	"dbev87womMg6KsdJr3XTik3N0UaVqSkVwwtoEIB/424Vi0NqETAsnjkqfk109kmNje51RkZBC/RGMs+q",
+	"WlhGVc6ZqrPQTLrob8Fu72mVxiRDbJV1wWJS33yBQCMezYMLUvvQ3NQqyPc6kaUaFzfbYeBnmJKGSWEL",
+	"mXsvscsiOnW3X+FcB6kUs5ynBtOVpGYuoS3wInPv2abGdaXdD9DcglIFReqPnHcZvc12Pas0IuGWv/ae",
+	"qPWd0efJ8yqxDRfEIt9WiPZrZn9KFaPGVm52uKO9x+H+zmhr/Dac0T9a2eicPYguPXp85qsu8e/aKeyu",
+	"SaocP2lx2PRI722p4+/suuFvdoD7W8UAfHn0+OTo+DQ5SpIQtcTOC5h62G1aHAZ2v0dV6+h83Oq85Qbf",
+	"4mHY8KpXsrG+wuduXvAGQvkX8YFXBHC7DzypHS9j5wM//J/hA09O//SZ/2F85la2NnzmTrQ2PeZxLRuN",
+	"y19HrOydnvSlvQir09Rx2HnaImD5iLe9wdqsJBjpIuUFlmn5iYfwpR6G5BEy1bp2OK4BtBy2CFZz+yJn",
+	"7W6I8zazZcW6YKlRNCczmhpp741jmFta3e+4JEVOUxArtsjB6Q72wi4e3NeFwdOCqVbNhE0qt+IvX1u9",
+	"KHM3cqE65Yr8j5LTE1yTXsqEAemVSn8RU0yMLHB1GJ8zYS/EQV98IVegexgn1M4cVNgNCFY+F9CTtKKR",
+	"G13B4KSSVfc/W1HLDdZC4dRsFqjDR/fDs3fe0kzHrZnYyxPyvEZ2wyGgggF9ti7+suXsm7jQ/bOGG0+T",
+	"nONAPerNchhcvEqLg8KSkd0cjTcpOF9eU/XCfdphFy9p4cISh51m7CtabJqwLTW1gmngNjJit7Frw/uN",
+	"W+QP7xxGcIajtyOPfwc7snl/nR1A1wV075Ph4ShOhqPxh8ZlcIGPTxs2V5LmZMFZpmSpQV+8k6PvsB1h",
+	"8Pe5RUVKJ3hKxls5CIzd7UPW5B3RFj+lR9esLGQwfe83m+Ycat0HgcuT4dEYockHyXB0CPNycRIY8v56",
+	"TngP4ZY0KeDMv4du8N8h5jEePIP1sDZtzZBr5LgaE6v3+uk5YsfkslS2kKvF13YGPwKGtd3arQQj8s/K",
+	"ueezcGrTuoeX5PuCqlLjjXGTO6LYuAKBGiuEN9F3AhPWijo5C3lmFWZGJtuQeGCUOW9BCCWVSWYLKa6E",
+	"XKFVBhzeGrsOVHZIzrFCZgImoLaJTk4N6TDd7HI9SDIRLNy5yNoJRd6Gs3VUYMBtzxPaZl1tM9XuYsC0",
+	"0JG/iAXTWIJqihWO8fsPe7JIXIIHZJEOwRuZ5HiETDIZJsethf0yPLliyaP7bdd292QVeuBMP3L6lxT6",
+	"z9SlP6SoeI0GQJ1ThBVHsVWGh8Nh3+fUOGESsMndUgGv5N9mJ527WqxxklhWbAsYEPAvTLq0llOVfxqA",
+	"lG3qstjh5yqE1bUT7z1SwPh4ePzE1/OfbBTmv8coQTJ88gT+b/QhzAC/HmE0ILzOYYShkrpUxD6jmXaP",
+	"oBuN/eBcLxtjuKb5ZYDxhbX2Vruqi+LHJ8PkqL7ewQHvBhc6NBxRh5Ojk0nyBB1R1QUODnbxjhPdl4GE",
+	"t350laTgXrtc0z90JnUj1Nq+g6K6Ur3KGEbvLwhbf61IcHrsYWmeHVuhvF2jQpgLXWfDNQ1zXz/bAszG",
+	"EmS9ogW61bkg1MglT2mer89IIfO8Pt94ETN60W3SHO24soNI5RJK3rAMrPKU5mwgSxPDAChRDA+bs9Gt",
+	"hmT8/S2Y5EIzplw41tWZ1/54+9TZ7b7Y01WHTmW23mQDuCZbGMH4boygRiqxR6jCJokC8A4smu1auCBR",
+	"ceX3ZP8j0gRR6coMq57dR0Se/puIsH29ge8Un8+ZQndg50U0O46iLwXYfg7RMNU1+myvw5dXmTdomEjB",
+	"asca2AsOyFV3A4HG7QsMgImEALqTPcBtuXaeL7xrS8a2yjTAWMylvNKkLHAcXSAR2gcBaeZTyfAIucPq",
+	"bhu12BQDC7/M7DWjtkrf41o6F1qFiElSqpT/yg4s93bSClhRCwpWVAPH0jkwZYa4AinF28WoISPyin9D",
+	"ekejw7he76d2AQcWd9YrHv5uaZp1JH94fNmnNTbo5xhnFUpHu9rjmmtusNwF5wLbCRsZ13as08tm+dpO",
+	"CMjKQXhixKZhzrXvF7g92BbGttxgBkfjewTYPiAu/mGND33LJ+HoIZrJj659cJJlQQ6bkCc+T6dObPQo",
+	"/22KaZq3/uIBy907Brhp7t7BSmpfyvJFrNoG7dQ7HcAbV669k8d1wsrhcLwlreU0bDQ6ame1hEDHTih2",
+	"5Lm0d2/3wA6DfJujYTLuTJ98WNdqMjxsZDnqhaRzvpQ5AW4GZHG3FMrDZibkMbpuO3OLgk04+r0m+mHX",
+	"LjpNv3Mb70Hr210CAbf8I+Yq/ek1uKvNU21oxY2tDhJXblfky4hDFUBROTF0S+pUjUDa6Tz4RsmVvTq4",
+	"IzHeJc5P1x5x09RJ9nLmgUY3YDj7TjPL7Y0Rmyiksb2O2brHwZYnPbodfjGuopHhbVPoWM8wkxVUIIsv",
+	"5NUfG8KcYjEq/5XFAQBQNRqLszNjK+/RDxAmyWssYUKoKnehHgwY9LfWhQgTUjx8mdW2EKRd+r/hun+d",
+	"2BTcnZVSFhj2trBkAKpaJQ6T5IzwubCFXqAM+J2zCVz1Kip73bd9G5FWm6HLZEvo0uNgboYuw7jlyWHn",
+	"vRsBWu3GjRtdZIcBV4fl2URotddRdgzQQZaGIyyoMUxB2/96nwxOP3x1cTG0//iPLjzDf0XB2PGXD/PW",
+	"ktKjOR9t8fh3FXVVYrpGoz2qvfKppD+jpBZkKamRJViWNw2pPfZSO2lI7TaMbK2tRW2hbZ2Hp42ykCgM",
+	"pZ7s71yoULB3lpy5af+ZWfz5JWdty1XOAvbTk+66nQ4WgKmwmD/Skic7Pe+2l4Pf8L+f7idFJ4S2bjYH",
+	"5t8OC8fWaeFHrBjwUsLN0ArIjcsFdwjMWyXIQTIcdfr93zmU4j3EBdWkyUljwobzIbmIRsPR44uoIQTw",
+	"iDnOVlCzCMosXI9Ne+7+XPez2VvNl95HoyEwmdFw9AT/Mz7B/xwdRx9+T5ZV2Tzj4z152Z3YF96O0BV5",
+	"xC/+ybPuw7N+EG1O9ahSSB2+tNenPL1ZTdWm8If6qN5Lv/cc6iDAUd9aJgusw6pxLd+kTeSrcc+dkzLn",
+	"167ilfR8GkhwSWgM7exj1JK/BPJAiM7ewB2gRcGoqpBx10RLZeqcTNfjXhzRr93fblepX7lV/u/MKf9t",
+	"AQ3axWonNZJON7OO9ig529BmT6Im063Ux9P9o7dIRberj7Vh+ic7fgAVclNzkhvseotS2IqUwcnoCJZZ",
+	"xHKkwFLlDgF9cnCQy5TmC6nN5EnyJLEmh+1j89ILxKlpYJ3bhHOXsHdmb5FGxG1aAdoP6wPpEu037eOG",
+	"syne0Kehp3ZxcfDZWgBtfvm1vRy6EmAZueZspXfhLjQm2LxdFbOhbQDQY9XXoNjLfjAmvz+bI9pIJsB+",
+	"OgKXwddszLJjdg5u32Nq2hFvIveduUih3ZrWrgRIbp8+fPr/AQAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

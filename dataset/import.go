@@ -84,7 +84,9 @@ func (s Summary) String() string {
 	return string(b)
 }
 
-// counter is a Sink that counts and forwards.
+// counter is the Sink every import goes through: it applies the checks of
+// the API edge (ids in NFC, without control or format characters:
+// graph.NormalizeID; events within graph.EdgeRules), counts and forwards.
 type counter struct {
 	next Sink
 	sum  Summary
@@ -101,6 +103,11 @@ func newCounter(format string, next Sink) *counter {
 }
 
 func (c *counter) Entity(e *graph.Entity) error {
+	id, err := graph.NormalizeID(e.ID)
+	if err != nil {
+		return fmt.Errorf("%w: %s %q: %w", ErrBadRecord, e.Type, e.ID, err)
+	}
+	e.ID = id
 	if err := c.next.Entity(e); err != nil {
 		return err
 	}
@@ -110,6 +117,12 @@ func (c *counter) Entity(e *graph.Entity) error {
 }
 
 func (c *counter) Event(ev *graph.Event) error {
+	if err := ev.Normalize(); err != nil {
+		return fmt.Errorf("%w: event %q: %w", ErrBadRecord, ev.ID, err)
+	}
+	if err := ev.CheckEndpoints(); err != nil {
+		return fmt.Errorf("%w: event %q: %w", ErrBadRecord, ev.ID, err)
+	}
 	if err := c.next.Event(ev); err != nil {
 		return err
 	}

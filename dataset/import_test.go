@@ -217,6 +217,13 @@ func TestImportErrors(t *testing.T) {
 			files: map[string]string{"mixed.jsonl": `{"type":"ad","id":"a1"}` + "\n" +
 				`{"src":{"type":"user","id":"u1"},"dst":{"type":"ad","id":"a1"},"type":"clack","ts":1}` + "\n"},
 			wantErr: graph.ErrUnknownEdgeType, wantFile: "mixed.jsonl", wantLine: 2},
+		{name: "jsonl edge the rules do not allow", format: "jsonl",
+			files: map[string]string{"events.jsonl": `{"src":{"type":"user","id":"u1"},"dst":{"type":"ad","id":"a1"},"type":"click","ts":1}` + "\n" +
+				`{"src":{"type":"ad","id":"a1"},"dst":{"type":"user","id":"u1"},"type":"click","ts":1}` + "\n"},
+			wantErr: graph.ErrEdgeNotAllowed, wantFile: "events.jsonl", wantLine: 2, wantText: "click from ad to user"},
+		{name: "jsonl control character in an id", format: "jsonl",
+			files:   map[string]string{"entities.jsonl": `{"type":"ad","id":"a1"}` + "\n" + `{"type":"ad","id":"a\u202e2"}` + "\n"},
+			wantErr: graph.ErrBadID, wantFile: "entities.jsonl", wantLine: 2, wantText: "U+202E"},
 		{name: "jsonl empty dir", format: "jsonl", files: map[string]string{"README": "x"}, wantErr: ErrNoData},
 		{name: "movielens short rating", format: "movielens", files: ml("u.data", "1\t1\t5\t881250949\n\n\n1\t2\t3\n"),
 			wantErr: ErrBadRecord, wantFile: "u.data", wantLine: 4},

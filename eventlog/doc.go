@@ -31,9 +31,14 @@
 // the fsync (tests and benchmarks).
 //
 // Idempotency: an event with a non-empty ID that is already stored, or that
-// repeats inside the queued batches, is dropped and counted in
-// [AppendResult.Duplicates]. The set of seen ids lives in memory (16 bytes per
-// id) and is rebuilt by replay. Entities are upserts and are never dropped.
+// repeats inside the queued batches, with the same payload (src, dst, type,
+// ts, weight) is dropped and counted in [AppendResult.Duplicates]; with a
+// different payload it fails its batch whole with a [*ConflictError]
+// ([ErrConflict]) naming the event and what differs ([Log.AppendReplicated],
+// for batches another replica stored, drops it instead and counts it in
+// [AppendResult.Conflicts]). The seen ids and their payloads' 64-bit
+// fingerprints live in memory (24 bytes per id) and are rebuilt by replay.
+// Entities are upserts and are never dropped.
 //
 // Recovery: [Open] replays every segment in order. A torn tail — damage at
 // the end of the last segment (short record, bad checksum, undecodable

@@ -7,10 +7,14 @@ import (
 	"fmt"
 	"hash/maphash"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/hir-ads/hir/graph"
 )
 
 // Errors returned by the log.
@@ -39,6 +43,9 @@ var (
 	// (retried every RetryInterval, and before each commit), then recovers
 	// by itself. [Log.Err] reports the state.
 	ErrFailed = errors.New("event log failed")
+	// ErrConflict is returned (as a *ConflictError) by Append when an event
+	// repeats a stored id with a different payload.
+	ErrConflict = errors.New("event id already stored with a different payload")
 )
 
 // DefaultSegmentSizeBytes is the default size at which segments are rolled.
@@ -93,9 +100,36 @@ type AppendResult struct {
 	// Entities and Events count the items stored.
 	Entities int
 	Events   int
-	// Duplicates counts events dropped because their ID was already stored.
+	// Duplicates counts events dropped because their ID was already stored
+	// with the same payload.
 	Duplicates int
+	// Conflicts counts events dropped by AppendReplicated because their ID
+	// was already stored with a different payload (Append refuses those).
+	Conflicts int
 }
+
+// ConflictError is the error of an Append whose batch holds an event whose
+// id is already stored, or used earlier in the batch or in a batch queued
+// beside it, with a different payload. The batch is not stored.
+type ConflictError struct {
+	Index  int      // the event's index in the batch
+	ID     string   // its id
+	Fields []string // what differs: "src", "dst", "type", "ts", "weight" (nil: not known)
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("event %d of the batch: id %q is already stored with a different %s", e.Index, e.ID, e.What())
+}
+
+// What names what differs: the fields, or "payload" when they are not known.
+func (e *ConflictError) What() string {
+	if len(e.Fields) == 0 {
+		return "payload"
+	}
+	return strings.Join(e.Fields, ", ")
+}
+
+func (e *ConflictError) Unwrap() error { return ErrConflict }
 
 // Stats are counters of a Log since Open.
 type Stats struct {
@@ -164,6 +198,8 @@ type request struct {
 	evStart   int      // start of the first event
 	evEnds    []int    // end offset of each event
 	ids       []string // id of each event
+	prints    []uint64 // payload fingerprint of each event (idSet.print)
+	keepFirst bool     // drop conflicting events instead of refusing the batch
 	nEntities int
 	done      chan result // buffered: the writer never blocks on it
 }
@@ -242,7 +278,7 @@ func (l *Log) recover(ctx context.Context, rep *OpenReport, replay func(Batch) e
 		}
 		for i := range b.Events {
 			if id := b.Events[i].ID; id != "" {
-				l.seen.add(id)
+				l.seen.add(id, l.seen.print(&b.Events[i]))
 			}
 		}
 		rep.Batches++
@@ -395,7 +431,23 @@ func (l *Log) updateStats() {
 // write and one fsync): a nil error means stored, an error means not
 // stored, so a caller that applies what Append stored never misses a
 // batch that a cancelled request left in the log.
+//
+// An event whose id is stored with a different payload (or repeated so in
+// b or a batch beside it) makes the batch fail whole with a *ConflictError
+// ([ErrConflict]).
 func (l *Log) Append(ctx context.Context, b Batch) (AppendResult, error) {
+	return l.append(ctx, b, false)
+}
+
+// AppendReplicated is Append for a batch that another replica has stored
+// already: an event whose id is stored here with a different payload is
+// dropped and counted in AppendResult.Conflicts instead of failing the
+// batch, so that the first payload this log stored for an id stays.
+func (l *Log) AppendReplicated(ctx context.Context, b Batch) (AppendResult, error) {
+	return l.append(ctx, b, true)
+}
+
+func (l *Log) append(ctx context.Context, b Batch, keepFirst bool) (AppendResult, error) {
 	if err := ctx.Err(); err != nil {
 		return AppendResult{}, err
 	}
@@ -405,6 +457,12 @@ func (l *Log) Append(ctx context.Context, b Batch) (AppendResult, error) {
 	req, err := encodeRequest(&b)
 	if err != nil {
 		return AppendResult{}, err
+	}
+	req.keepFirst = keepFirst
+	for i := range b.Events {
+		if b.Events[i].ID != "" {
+			req.prints[i] = l.seen.print(&b.Events[i])
+		}
 	}
 
 	l.closeMu.RLock()
@@ -441,6 +499,7 @@ func encodeRequest(b *Batch) (*request, error) {
 		buf:       make([]byte, seqBytes, 64+48*len(b.Events)),
 		evEnds:    make([]int, len(b.Events)),
 		ids:       make([]string, len(b.Events)),
+		prints:    make([]uint64, len(b.Events)),
 		nEntities: len(b.Entities),
 		done:      make(chan result, 1),
 	}
@@ -704,8 +763,12 @@ func (l *Log) commit(group []*request) {
 	var st Stats
 	var err error
 	for i, req := range group {
-		payload, kept, dups := l.dedup(req, &added)
-		results[i].res.Duplicates = dups
+		payload, kept, dups, conflicts, cerr := l.dedup(req, &added)
+		if cerr != nil {
+			results[i].err = cerr // not stored; the group's other batches are
+			continue
+		}
+		results[i].res.Duplicates, results[i].res.Conflicts = dups, conflicts
 		st.Duplicates += uint64(dups)
 		if kept == 0 && req.nEntities == 0 {
 			continue // nothing new: acknowledged without writing
@@ -719,7 +782,7 @@ func (l *Log) commit(group []*request) {
 			}
 		}
 		l.wbuf = appendRecord(l.wbuf, payload)
-		results[i].res = AppendResult{Seq: seq, Entities: req.nEntities, Events: kept, Duplicates: dups}
+		results[i].res = AppendResult{Seq: seq, Entities: req.nEntities, Events: kept, Duplicates: dups, Conflicts: conflicts}
 		st.Batches++
 		st.Entities += uint64(req.nEntities)
 		st.Events += uint64(kept)
@@ -755,42 +818,57 @@ func (l *Log) commit(group []*request) {
 	}
 }
 
-// dedup drops the events of req whose id is already known, records the new
-// ids in seen (and in added), and returns the payload to write with the
-// number of events kept and dropped.
-func (l *Log) dedup(req *request, added *[]idKey) (payload []byte, kept, dups int) {
+// dedup drops the events of req whose id is already known with the same
+// payload, records the new ids in seen (and in added), and returns the
+// payload to write with the number of events kept and dropped. An id known
+// with a different payload fails req with a *ConflictError, leaving seen as
+// it was, unless req.keepFirst: then the event is dropped and counted as a
+// conflict.
+func (l *Log) dedup(req *request, added *[]idKey) (payload []byte, kept, dups, conflicts int, err error) {
 	var drop []bool
+	start := len(*added)
 	for i, id := range req.ids {
 		if id == "" {
 			continue
 		}
 		k := l.seen.key(id)
-		if l.seen.has(k) {
+		if p, ok := l.seen.get(k); ok {
+			if p != req.prints[i] {
+				if !req.keepFirst {
+					for _, k := range (*added)[start:] {
+						l.seen.remove(k)
+					}
+					*added = (*added)[:start]
+					return nil, 0, 0, 0, &ConflictError{Index: i, ID: id, Fields: differing(p, req.prints[i])}
+				}
+				conflicts++
+			} else {
+				dups++
+			}
 			if drop == nil {
 				drop = make([]bool, len(req.ids))
 			}
 			drop[i] = true
-			dups++
 			continue
 		}
-		l.seen.insert(k)
+		l.seen.insert(k, req.prints[i])
 		*added = append(*added, k)
 	}
-	kept = len(req.ids) - dups
-	if dups == 0 {
-		return req.buf, kept, 0
+	kept = len(req.ids) - dups - conflicts
+	if drop == nil {
+		return req.buf, kept, 0, 0, nil
 	}
 	p := make([]byte, 0, len(req.buf))
 	p = append(p, req.buf[:req.entEnd]...)
 	p = binary.AppendUvarint(p, uint64(kept))
-	start := req.evStart
+	start = req.evStart
 	for i, end := range req.evEnds {
 		if !drop[i] {
 			p = append(p, req.buf[start:end]...)
 		}
 		start = end
 	}
-	return p, kept, dups
+	return p, kept, dups, conflicts, nil
 }
 
 // flush writes the buffered records to the current segment and fsyncs it.
@@ -844,20 +922,67 @@ func (l *Log) roll() error {
 // collision needs about 2^64 ids.
 type idKey [2]uint64
 
+// idSet maps the key of each stored event id to its payload's fingerprint
+// (24 bytes an id).
 type idSet struct {
 	s0, s1 maphash.Seed
-	m      map[idKey]struct{}
+	m      map[idKey]uint64
 }
 
 func newIDSet() idSet {
-	return idSet{s0: maphash.MakeSeed(), s1: maphash.MakeSeed(), m: make(map[idKey]struct{})}
+	return idSet{s0: maphash.MakeSeed(), s1: maphash.MakeSeed(), m: make(map[idKey]uint64)}
 }
 
 func (s *idSet) key(id string) idKey {
 	return idKey{maphash.String(s.s0, id), maphash.String(s.s1, id)}
 }
-func (s *idSet) has(k idKey) bool { _, ok := s.m[k]; return ok }
-func (s *idSet) insert(k idKey)   { s.m[k] = struct{}{} }
-func (s *idSet) remove(k idKey)   { delete(s.m, k) }
-func (s *idSet) add(id string)    { s.insert(s.key(id)) }
-func (s *idSet) len() int         { return len(s.m) }
+func (s *idSet) get(k idKey) (uint64, bool) { p, ok := s.m[k]; return p, ok }
+func (s *idSet) insert(k idKey, p uint64)   { s.m[k] = p }
+func (s *idSet) remove(k idKey)             { delete(s.m, k) }
+func (s *idSet) add(id string, p uint64)    { s.insert(s.key(id), p) }
+func (s *idSet) len() int                   { return len(s.m) }
+
+// printFields are the parts of an event's payload a fingerprint tells
+// apart, in the order of their bits.
+var printFields = [...]string{"src", "dst", "type", "ts", "weight"}
+
+// print is the fingerprint of ev's payload (all but its id): the low 34
+// bits hash the whole payload; above them, 6 bits of each printFields
+// part's own hash say which parts differ. Two different payloads get the
+// same fingerprint with a chance of about 2^-40.
+func (s *idSet) print(ev *graph.Event) uint64 {
+	var parts [len(printFields)]uint64
+	var h maphash.Hash
+	h.SetSeed(s.s1)
+	ref := func(r graph.Ref) uint64 {
+		h.Reset()
+		h.WriteByte(byte(r.Type))
+		h.WriteString(r.ID)
+		return h.Sum64()
+	}
+	parts[0], parts[1] = ref(ev.Src), ref(ev.Dst)
+	parts[2] = maphash.Comparable(s.s1, ev.Type)
+	parts[3] = maphash.Comparable(s.s1, ev.TS)
+	parts[4] = maphash.Comparable(s.s1, math.Float32bits(ev.Weight))
+	h.Reset()
+	var fp uint64
+	var b [8]byte
+	for i, p := range parts {
+		binary.LittleEndian.PutUint64(b[:], p)
+		_, _ = h.Write(b[:])
+		fp |= (p & 63) << (34 + 6*i)
+	}
+	return fp | h.Sum64()&(1<<34-1)
+}
+
+// differing names the printFields parts in which fingerprints a and b
+// differ; nil when only the whole-payload hash does.
+func differing(a, b uint64) []string {
+	var out []string
+	for i, f := range printFields {
+		if (a>>(34+6*i))&63 != (b>>(34+6*i))&63 {
+			out = append(out, f)
+		}
+	}
+	return out
+}

@@ -333,3 +333,82 @@ func TestOpenReplayError(t *testing.T) {
 	// The failed Open released the lock.
 	openTest(t, Options{Dir: dir})
 }
+
+// TestConflicts (issue 48, defect 3): an event id repeated with a
+// different payload, after a restart or within one batch, fails the whole
+// batch with a *ConflictError naming the event, its id and what differs;
+// nothing of the batch is stored or remembered, so that the corrected
+// batch is then stored. AppendReplicated keeps the first payload and
+// counts the conflict instead.
+func TestConflicts(t *testing.T) {
+	ev := func(id string, ts int64, mod func(*graph.Event)) graph.Event {
+		e := testEvent(id, 1)
+		e.TS = ts
+		if mod != nil {
+			mod(&e)
+		}
+		return e
+	}
+	base := ev("a", 1000, nil)
+	tests := []struct {
+		name       string
+		before     []graph.Event // stored, then the log is reopened
+		events     []graph.Event
+		replicated bool
+		want       AppendResult
+		wantErr    *ConflictError
+	}{
+		{"same payload is a duplicate", []graph.Event{base}, []graph.Event{ev("n", 5, nil), base}, false, AppendResult{Events: 1, Duplicates: 1}, nil},
+		{"other ts", []graph.Event{base}, []graph.Event{ev("n", 5, nil), ev("a", 2000, nil)}, false, AppendResult{},
+			&ConflictError{Index: 1, ID: "a", Fields: []string{"ts"}}},
+		{"other dst and weight", []graph.Event{base}, []graph.Event{ev("a", 1000, func(e *graph.Event) { e.Dst.ID = "other"; e.Weight = 3 })}, false, AppendResult{},
+			&ConflictError{Index: 0, ID: "a", Fields: []string{"dst", "weight"}}},
+		{"other type", []graph.Event{base}, []graph.Event{ev("a", 1000, func(e *graph.Event) { e.Type = graph.EdgePurchase })}, false, AppendResult{},
+			&ConflictError{Index: 0, ID: "a", Fields: []string{"type"}}},
+		{"within one batch", nil, []graph.Event{ev("n", 5, nil), ev("b", 1, nil), ev("b", 2, nil)}, false, AppendResult{},
+			&ConflictError{Index: 2, ID: "b", Fields: []string{"ts"}}},
+		{"same payload within one batch", nil, []graph.Event{ev("b", 1, nil), ev("b", 1, nil)}, false, AppendResult{Events: 1, Duplicates: 1}, nil},
+		{"replicated keeps the first", []graph.Event{base}, []graph.Event{ev("n", 5, nil), ev("a", 2000, nil)}, true, AppendResult{Events: 1, Conflicts: 1}, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			l, _, _ := openTest(t, Options{Dir: dir, NoSync: true})
+			if tc.before != nil {
+				mustAppend(t, l, Batch{Events: tc.before})
+			}
+			mustClose(t, l) // the payloads' fingerprints must come back from replay
+			l, _, _ = openTest(t, Options{Dir: dir, NoSync: true})
+			appendFn := l.Append
+			if tc.replicated {
+				appendFn = l.AppendReplicated
+			}
+			got, err := appendFn(context.Background(), Batch{Events: tc.events})
+			got.Seq = 0
+			if tc.wantErr == nil {
+				if err != nil || got != tc.want {
+					t.Fatalf("Append = %+v, %v; want %+v", got, err, tc.want)
+				}
+				mustClose(t, l)
+				return
+			}
+			var ce *ConflictError
+			if !errors.As(err, &ce) || !errors.Is(err, ErrConflict) {
+				t.Fatalf("Append error = %v, want a *ConflictError", err)
+			}
+			if diff := cmp.Diff(tc.wantErr, ce); diff != "" {
+				t.Errorf("conflict (-want +got):\n%s", diff)
+			}
+			if st := l.Stats(); st.Events != 0 {
+				t.Errorf("%d events stored from a refused batch", st.Events)
+			}
+			// Nothing of the refused batch is remembered: without the
+			// conflicting event it is stored whole.
+			fixed := slices.Delete(slices.Clone(tc.events), ce.Index, ce.Index+1)
+			if res, err := l.Append(context.Background(), Batch{Events: fixed}); err != nil || res.Duplicates != 0 && tc.before == nil {
+				t.Errorf("the batch without its conflicting event: %+v, %v", res, err)
+			}
+			mustClose(t, l)
+		})
+	}
+}

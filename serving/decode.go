@@ -166,9 +166,6 @@ func decodeEvent(raw json.RawMessage, defaultSrc *graph.Ref) (graph.Event, error
 		if err := json.Unmarshal(v, &ref); err != nil {
 			return graph.Event{}, fmt.Errorf("%s: %w", f, err)
 		}
-		if err := checkID(f+".id", ref.ID); err != nil {
-			return graph.Event{}, err
-		}
 	}
 	if v, ok := m["type"]; !ok {
 		return graph.Event{}, badRequestf("type: missing")
@@ -187,7 +184,13 @@ func decodeEvent(raw json.RawMessage, defaultSrc *graph.Ref) (graph.Event, error
 	if err := json.Unmarshal(raw, &ev); err != nil {
 		return graph.Event{}, err
 	}
-	if err := checkID("id", ev.ID); err != nil {
+	if _, ok := m["id"]; ok && ev.ID == "" {
+		return graph.Event{}, badRequestf("id: empty; omit id for an event without idempotency (stored each time it is posted)")
+	}
+	if err := ev.Normalize(); err != nil {
+		return graph.Event{}, err
+	}
+	if err := ev.CheckEndpoints(); err != nil {
 		return graph.Event{}, err
 	}
 	return ev, nil
@@ -310,22 +313,22 @@ func checkQuery(q string) error {
 	return nil
 }
 
-// checkID refuses an id that is too long or that holds U+FFFD, which the
-// JSON decoder substitutes for invalid UTF-8 (and lone surrogate escapes):
-// two distinct invalid ids would otherwise collide.
-func checkID(field, id string) error {
-	switch {
-	case len(id) > MaxIDBytes:
-		return badRequestf("%s: %d bytes exceed the limit of %d", field, len(id), MaxIDBytes)
-	case strings.ContainsRune(id, utf8.RuneError):
-		return badRequestf("%s: not valid UTF-8 (or contains U+FFFD)", field)
+// normID replaces *id with its NFC form, or refuses it (graph.NormalizeID:
+// control and format characters, invalid UTF-8 or U+FFFD, which the JSON
+// decoder substitutes for invalid UTF-8 and lone surrogate escapes, so that
+// two distinct invalid ids would otherwise collide; too long).
+func normID(field string, id *string) error {
+	n, err := graph.NormalizeID(*id)
+	if err != nil {
+		return fmt.Errorf("%s: %w", field, err)
 	}
+	*id = n
 	return nil
 }
 
 // checkEntityLimits bounds the content of a decoded entity.
 func checkEntityLimits(e *graph.Entity) error {
-	if err := checkID("id", e.ID); err != nil {
+	if err := normID("id", &e.ID); err != nil {
 		return err
 	}
 	switch {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -90,7 +91,7 @@ func (s *Server) Ingest(ctx context.Context, b eventlog.Batch) (api.IngestResult
 	if err := s.clusterWritable(ctx); err != nil {
 		return api.IngestResult{}, err
 	}
-	res, err := s.ingest(ctx, b)
+	res, err := s.ingest(ctx, b, false)
 	if err != nil {
 		return res, err
 	}
@@ -123,16 +124,29 @@ func (s *Server) clusterWritable(ctx context.Context) error {
 }
 
 // ingest is the local ingestion path shared by [Server.Ingest] and the
-// batches of other replicas.
-func (s *Server) ingest(ctx context.Context, b eventlog.Batch) (api.IngestResult, error) {
+// batches of other replicas (replicated): an event whose id is stored with
+// a different payload fails a client's batch with 409 (ErrEventConflict),
+// and is dropped from a replicated one, so that the first payload stored
+// here stays.
+func (s *Server) ingest(ctx context.Context, b eventlog.Batch, replicated bool) (api.IngestResult, error) {
 	if s.draining.Load() {
 		return api.IngestResult{}, ErrShuttingDown
 	}
 	ctx, span := s.tel.tracer.Start(ctx, "ingest")
 	defer span.End()
 	span.SetAttributes(attribute.Int("hir.entities", len(b.Entities)), attribute.Int("hir.events", len(b.Events)))
-	res, err := s.log.Append(ctx, b)
+	appendFn := s.log.Append
+	if replicated {
+		appendFn = s.log.AppendReplicated
+	}
+	res, err := appendFn(ctx, b)
 	if err != nil {
+		var conflict *eventlog.ConflictError
+		if errors.As(err, &conflict) {
+			return api.IngestResult{}, &ItemError{Field: "events", Index: conflict.Index, Err: &statusError{sentinel: ErrEventConflict,
+				msg: fmt.Sprintf("id %s is already stored with a different %s; a replay must repeat the stored event, a new event needs a new id",
+					strconv.Quote(clip(conflict.ID)), conflict.What())}}
+		}
 		if errors.Is(err, eventlog.ErrInvalidBatch) {
 			return api.IngestResult{}, &statusError{sentinel: ErrBadRequest, msg: err.Error()}
 		}
@@ -156,6 +170,11 @@ func (s *Server) ingest(ctx context.Context, b eventlog.Batch) (api.IngestResult
 	s.tel.ingested.Add(actx, int64(res.Entities), metric.WithAttributes(attribute.String("kind", "entity")))
 	s.tel.ingested.Add(actx, int64(res.Events), metric.WithAttributes(attribute.String("kind", "event")))
 	s.tel.ingested.Add(actx, int64(res.Duplicates), metric.WithAttributes(attribute.String("kind", "duplicate")))
+	if res.Conflicts > 0 {
+		s.tel.ingested.Add(actx, int64(res.Conflicts), metric.WithAttributes(attribute.String("kind", "conflict")))
+		s.logger.Warn("a replicated batch repeats stored event ids with other payloads; the stored ones stay",
+			"seq", res.Seq, "conflicts", res.Conflicts)
+	}
 	out := api.IngestResult{Entities: res.Entities, Events: res.Events, Duplicates: res.Duplicates}
 	if res.Seq != 0 {
 		seq := int64(res.Seq)

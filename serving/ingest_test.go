@@ -3,6 +3,7 @@ package serving
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"strings"
@@ -63,6 +64,45 @@ func TestIngestBadInputIsRejectedWhole(t *testing.T) {
 			`{"events":[{"src":{"type":"user","id":"1"},"dst":{"type":"ad","id":"2"},"type":"click","ts":1,"colour":"red"}]}`,
 			400, `events[0]: unknown field "colour"`, 0},
 		{"null item", "/v1/events", "application/json", `{"events":[null]}`, 400, "events[0]: want an object, got null", 0},
+		{"stored id, other ts", "/v1/events", "application/json",
+			`{"events":[` + strings.Replace(goodEvent, `"g1"`, `"g2"`, 1) + `,` + strings.Replace(goodEvent, `1700000000000`, `1700000000001`, 1) + `]}`,
+			409, `events[1]: id "g1" is already stored with a different ts`, 1},
+		{"stored id, other dst", "/v1/events", "application/json",
+			`{"events":[` + strings.Replace(goodEvent, `"a1"`, `"a2"`, 1) + `]}`, 409, `events[0]: id "g1" is already stored with a different dst`, 0},
+		{"one id twice in a batch, other weights", "/v1/events", "application/json",
+			`{"events":[` + strings.Replace(goodEvent, `"g1"`, `"g3"`, 1) + `,` + strings.Replace(goodEvent, `"g1"`, `"g3"`, 1)[:len(goodEvent)-1] + `,"weight":2}]}`,
+			409, `events[1]: id "g3" is already stored with a different weight`, 1},
+		{"empty event id", "/v1/events", "application/json", `{"events":[` + strings.Replace(goodEvent, `"g1"`, `""`, 1) + `]}`,
+			400, `events[0]: id: empty`, 0},
+		{"click ad->user", "/v1/events", "application/json",
+			`{"events":[` + goodEvent + `,{"src":{"type":"ad","id":"a1"},"dst":{"type":"user","id":"u1"},"type":"click","ts":1}]}`,
+			400, "events[1]: edge not allowed: click from ad to user; click goes user -> ad or user -> product", 1},
+		{"in_campaign user->ad", "/v1/events", "application/json",
+			`{"events":[{"src":{"type":"user","id":"u1"},"dst":{"type":"ad","id":"a1"},"type":"in_campaign","ts":1}]}`,
+			400, "events[0]: edge not allowed: in_campaign from user to ad; in_campaign goes ad -> campaign", 0},
+		{"purchase user->user", "/v1/events", "application/json",
+			`{"events":[{"src":{"type":"user","id":"u1"},"dst":{"type":"user","id":"u2"},"type":"purchase","ts":1}]}`,
+			400, "events[0]: edge not allowed: purchase from user to user", 0},
+		{"of_advertiser self-loop", "/v1/events", "application/json",
+			`{"events":[{"src":{"type":"campaign","id":"c1"},"dst":{"type":"campaign","id":"c1"},"type":"of_advertiser","ts":1}]}`,
+			400, "events[0]: edge not allowed: of_advertiser from campaign to campaign", 0},
+		{"click user->pixel", "/v1/events", "application/json",
+			`{"events":[{"src":{"type":"user","id":"u1"},"dst":{"type":"pixel","id":"p1"},"type":"click","ts":1}]}`,
+			400, "events[0]: edge not allowed: click from user to pixel", 0},
+		{"NUL in a user id", "/v1/events", "application/json",
+			`{"events":[{"src":{"type":"user","id":"u\u00001"},"dst":{"type":"ad","id":"a1"},"type":"click","ts":1}]}`,
+			400, "events[0]: src.id: bad id: control character U+0000", 0},
+		{"LF in an event id", "/v1/events", "application/json", `{"events":[` + strings.Replace(goodEvent, `"g1"`, `"g\n1"`, 1) + `]}`,
+			400, "events[0]: id: bad id: control character U+000A", 0},
+		{"ESC in an ad id", "/v1/events", "application/json", `{"events":[` + strings.Replace(goodEvent, `"a1"`, `"a\u001b1"`, 1) + `]}`,
+			400, "events[0]: dst.id: bad id: control character U+001B", 0},
+		{"DEL in an entity id", "/v1/entities", "application/json", `{"entities":[{"type":"ad","id":"a\u007f"}]}`,
+			400, "entities[0]: id: bad id: control character U+007F", 0},
+		{"bidi override in an entity id", "/v1/entities", "application/json", `{"entities":[{"type":"ad","id":"a\u202e1"}]}`,
+			400, "entities[0]: id: bad id: invisible format character U+202E", 0},
+		{"zero-width space in a user id", "/v1/events", "application/json",
+			`{"events":[{"src":{"type":"user","id":"u\u200b1"},"dst":{"type":"ad","id":"a1"},"type":"click","ts":1}]}`,
+			400, "events[0]: src.id: bad id: invisible format character U+200B", 0},
 		{"too many items", "/v1/events", "application/json",
 			`{"events":[` + goodEvent + `,` + goodEvent + `,` + goodEvent + `,` + goodEvent + `]}`, 413, "limit of 3", -1},
 		{"huge body", "/v1/events", "application/json", huge, 413, "exceeds 4096 bytes", -1},
@@ -101,6 +141,33 @@ func TestIngestBadInputIsRejectedWhole(t *testing.T) {
 				t.Errorf("counts after rejected request = %+v, want unchanged %+v", got, before)
 			}
 		})
+	}
+}
+
+// TestLookAlikeIDs (issue 48, defect 5): the NFC and NFD spellings of an
+// id name one node, through ingestion, retrieval and the entity endpoints.
+func TestLookAlikeIDs(t *testing.T) {
+	env := newEnv(t, Options{})
+	const nfc, nfd = "Zo\u00eb", "Zoe\u0308"
+	for i, id := range []string{nfc, nfd} {
+		body := fmt.Sprintf(`{"events":[{"id":"e%d","src":{"type":"user","id":"%s"},"dst":{"type":"ad","id":"caf%s"},"type":"click","ts":%d}]}`,
+			i, id, []string{"\u00e9", "e\u0301"}[i], 1700000000000+i)
+		if st, _, b := env.raw("POST", "/v1/events", "application/json", testKey, strings.NewReader(body)); st != 200 {
+			t.Fatalf("post %s: %d %s", id, st, b)
+		}
+	}
+	if got := env.srv.Store().NumNodes(graph.NodeUser); got != 1 {
+		t.Errorf("%d users stored for the NFC and NFD spellings of one id, want 1", got)
+	}
+	if got := env.srv.Store().NumNodes(graph.NodeAd); got != 1 {
+		t.Errorf("%d ads stored for the NFC and NFD spellings of one id, want 1", got)
+	}
+	id, ok := env.srv.Store().Lookup(graph.Ref{Type: graph.NodeUser, ID: "Zo\u00eb"})
+	if !ok {
+		t.Fatal("the NFC id is not stored")
+	}
+	if n := env.srv.Store().Degree(id, math.MaxInt64); n != 2 {
+		t.Errorf("the user has %d edges, want both events' 2", n)
 	}
 }
 

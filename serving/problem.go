@@ -59,6 +59,9 @@ var (
 	// errClientClosed means the client closed the connection before its
 	// request body was complete: nobody is left to answer (499).
 	errClientClosed = errors.New("client closed the request before its body was complete")
+	// ErrEventConflict means an ingested event repeats a stored event id
+	// with a different payload (409): the batch is not stored.
+	ErrEventConflict = errors.New("event id already stored with a different payload")
 	// ErrWritesFailing is /readyz's answer while the event log cannot write
 	// (a full disk or an I/O error): ingestion answers 507 or 503 until the
 	// log recovers by itself; reads are still served.
@@ -136,6 +139,8 @@ func classify(err error) (status int, slug, title string) {
 		return http.StatusNotFound, "not-found", "Not found"
 	case errors.Is(err, ErrTrainingInProgress):
 		return http.StatusConflict, "training-in-progress", "Training in progress"
+	case errors.Is(err, ErrEventConflict):
+		return http.StatusConflict, "event-conflict", "Event id conflict"
 	case errors.Is(err, ErrNotLeader):
 		return http.StatusConflict, "not-leader", "Not the trainer leader"
 	case errors.Is(err, ErrNoSnapshot):
@@ -175,7 +180,7 @@ func classify(err error) (status int, slug, title string) {
 
 func isGraphValidation(err error) bool {
 	for _, s := range []error{graph.ErrUnknownNodeType, graph.ErrUnknownEdgeType, graph.ErrMissingID,
-		graph.ErrBadTimestamp, graph.ErrBadValue} {
+		graph.ErrBadTimestamp, graph.ErrBadValue, graph.ErrBadID, graph.ErrEdgeNotAllowed} {
 		if errors.Is(err, s) {
 			return true
 		}

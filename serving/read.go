@@ -81,6 +81,9 @@ func decodeRetrieve(body []byte, defaults rank.Weights) (*retrieveParams, error)
 		if err := json.Unmarshal(raw.User, &ref); err != nil {
 			return nil, fmt.Errorf("user: %w", err)
 		}
+		if err := normID("user.id", &ref.ID); err != nil {
+			return nil, err
+		}
 		req.User = &ref
 	}
 	if raw.K != nil {
@@ -325,6 +328,9 @@ func parseEntityParams(pType api.EntityType, id api.EntityID) (graph.Ref, error)
 	ref := graph.Ref{Type: t, ID: id}
 	if err := ref.Validate(); err != nil {
 		return graph.Ref{}, badRequestf("id: %v", err)
+	}
+	if err := normID("id", &ref.ID); err != nil {
+		return graph.Ref{}, err
 	}
 	return ref, nil
 }

@@ -142,7 +142,7 @@ func (s *Server) runCluster(ctx context.Context, goFn func(func() error)) (train
 // applyRemote is the stream's apply function: another replica's batch goes
 // through local ingestion, without being published again.
 func (s *Server) applyRemote(ctx context.Context, b eventlog.Batch) error {
-	_, err := s.ingest(ctx, b)
+	_, err := s.ingest(ctx, b, true)
 	if err != nil {
 		return err
 	}

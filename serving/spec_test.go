@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/getkin/kin-openapi/openapi3filter"
+
+	"github.com/hir-ads/hir/graph"
 
 	hir "github.com/hir-ads/hir"
 )
@@ -118,5 +121,37 @@ func TestRetryAfter(t *testing.T) {
 	status, h, _ = env.raw(http.MethodPost, "/v1/retrieve", "application/json", "", strings.NewReader(body))
 	if status != http.StatusTooManyRequests || h.Get("Retry-After") != "1" {
 		t.Errorf("retrieve over the rate limit = %d, Retry-After %q; want 429, 1", status, h.Get("Retry-After"))
+	}
+}
+
+// TestSpecEdgeRules: openapi.yaml's EdgeType states the table that
+// graph.EdgeRules enforces, rule for rule.
+func TestSpecEdgeRules(t *testing.T) {
+	sp, err := loadSpec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	desc := sp.doc.Components.Schemas["EdgeType"].Value.Description
+	byType := map[graph.EdgeType][]string{}
+	for _, r := range graph.EdgeRules() {
+		byType[r.Type] = append(byType[r.Type], r.Src.String()+" -> "+r.Dst.String())
+	}
+	for et, pairs := range byType {
+		for _, p := range pairs {
+			if !strings.Contains(desc, p) {
+				t.Errorf("EdgeType's description lacks %s's rule %s:\n%s", et, p, desc)
+			}
+		}
+	}
+	allowed := map[string]bool{}
+	for _, pairs := range byType {
+		for _, p := range pairs {
+			allowed[p] = true
+		}
+	}
+	for _, m := range regexp.MustCompile(`[a-z]+ -> [a-z]+`).FindAllString(desc, -1) {
+		if !allowed[m] {
+			t.Errorf("EdgeType's description states %s, which no rule allows", m)
+		}
 	}
 }

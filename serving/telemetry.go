@@ -81,7 +81,7 @@ func newTelemetry(tp trace.TracerProvider, src gaugeSource) (*telemetry, error) 
 		metric.WithDescription("Latency of one retrieval stage (embed, candidates, rerank)."),
 		metric.WithExplicitBucketBoundaries(0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1))
 	t.ingested, errs[3] = m.Int64Counter("hir.ingest.items", metric.WithUnit("{item}"),
-		metric.WithDescription("Entities, events and duplicate events ingested, by kind."))
+		metric.WithDescription("Entities, events, duplicate events and (replicated) conflicting events ingested, by kind."))
 	t.trainRuns, errs[4] = m.Int64Counter("hir.trainer.runs", metric.WithUnit("{run}"),
 		metric.WithDescription("Background training runs by outcome (published, rejected, failed)."))
 	var indexSize, modelInfo, trainerLoss, ready metric.Float64ObservableGauge

@@ -35,7 +35,7 @@ export interface paths {
         put?: never;
         /**
          * Append a batch of events (all-or-nothing, idempotent by event id).
-         * @description Appends engagement events (user -> ad) and structure edges (ad -> campaign, ...). An event whose id was already stored is counted in duplicates and stored once. Endpoints that are not stored yet are created.
+         * @description Appends engagement events (user -> ad) and structure edges (ad -> campaign, ...). The id is the idempotency key: an event that repeats a stored id (or one earlier in the batch) with the same payload (src, dst, type, ts, weight) is counted in duplicates and stored once; one that repeats it with a different payload fails the whole batch with 409 (type event-conflict), whose detail names the id and what differs and whose item is the event's index. An event without an id is stored every time it is posted; an empty id is refused (400). Endpoints that are not stored yet are created.
          */
         post: operations["postEvents"];
         delete?: never;
@@ -372,15 +372,20 @@ export interface components {
     schemas: {
         /** @enum {string} */
         NodeType: "user" | "ad" | "campaign" | "advertiser" | "product" | "category" | "brand" | "pixel";
-        /** @enum {string} */
+        /**
+         * @description Each edge type joins the node types of one table; an event outside it is refused with 400 naming its index and the rule (the importers apply the same table). Engagement (impression, click, add_to_cart, purchase, conversion, interested, not_interested): user -> ad, user -> product. in_campaign: ad -> campaign. of_advertiser: campaign -> advertiser, pixel -> advertiser. promotes: ad -> product. in_category: ad -> category, product -> category. of_brand: ad -> brand, product -> brand. fires: user -> pixel.
+         * @enum {string}
+         */
         EdgeType: "impression" | "click" | "add_to_cart" | "purchase" | "conversion" | "interested" | "not_interested" | "in_campaign" | "of_advertiser" | "promotes" | "in_category" | "of_brand" | "fires";
         Ref: {
             type: components["schemas"]["NodeType"];
-            id: string;
+            id: components["schemas"]["ID"];
         };
+        /** @description An external id, unique within its node type. Ids are normalized to Unicode NFC, so the composed and decomposed spellings of one id name one entity; ids holding control characters (NUL, LF, ESC, DEL, ...), format characters (zero-width spaces, bidi overrides such as U+202E, the byte order mark) or invalid UTF-8 are refused with 400. The same holds for event ids and ids in paths. */
+        ID: string;
         Entity: {
             type: components["schemas"]["NodeType"];
-            id: string;
+            id: components["schemas"]["ID"];
             text?: string;
             /** @description Free key=value attributes (ads: also filterable). An ad's launch time, which makes it fresh for the engagement prior, is read from start_time (RFC 3339, YYYY-MM-DD or unix milliseconds) or release_date (also DD-Mon-YYYY). */
             attrs?: {
@@ -389,7 +394,7 @@ export interface components {
             vector?: number[];
         };
         Event: {
-            /** @description Idempotency key. */
+            /** @description Idempotency key (normalized as an ID): the same id with the same payload is stored once, with a different payload it is refused (409). Omit it for an event stored each time it is posted; an empty id is refused (400). */
             id?: string;
             src: components["schemas"]["Ref"];
             dst: components["schemas"]["Ref"];
@@ -835,6 +840,7 @@ export interface operations {
             400: components["responses"]["Problem"];
             401: components["responses"]["Problem"];
             408: components["responses"]["Problem"];
+            409: components["responses"]["Problem"];
             413: components["responses"]["Problem"];
             415: components["responses"]["Problem"];
             429: components["responses"]["RateLimited"];
