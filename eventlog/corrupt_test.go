@@ -39,28 +39,31 @@ func TestCorruptTail(t *testing.T) {
 		damage func(t *testing.T, path string, ends []int64) // ends[i]: end of record i
 		keep   int                                           // batches that survive
 		reason string
+		// aside: the damaged record is whole (not an incomplete write):
+		// its bytes are moved aside with an error, not cut with a warning.
+		aside bool
 	}{
 		{"truncated mid payload", func(t *testing.T, path string, ends []int64) {
 			truncate(t, path, ends[n-1]-7)
-		}, n - 1, "short record"},
+		}, n - 1, "short record", false},
 		{"truncated mid record header", func(t *testing.T, path string, ends []int64) {
 			truncate(t, path, ends[n-2]+3)
-		}, n - 1, "short record header"},
+		}, n - 1, "short record header", false},
 		{"flipped payload byte", func(t *testing.T, path string, ends []int64) {
 			flip(t, path, ends[n-2]+recordHeaderSize+10)
-		}, n - 1, "checksum mismatch"},
+		}, n - 1, "checksum mismatch", true},
 		{"length beyond the file", func(t *testing.T, path string, ends []int64) {
 			writeAt(t, path, ends[n-2], binary.LittleEndian.AppendUint32(nil, 1<<20))
-		}, n - 1, "short record"},
+		}, n - 1, "a damaged length", true},
 		{"appended garbage", func(t *testing.T, path string, ends []int64) {
 			appendFile(t, path, []byte("\x13\x00\x00\x00garbage that is not a record"))
-		}, n, "checksum mismatch"},
+		}, n, "checksum mismatch", true},
 		{"appended zeros", func(t *testing.T, path string, ends []int64) {
 			appendFile(t, path, make([]byte, 4096))
-		}, n, "bad record length 0"},
+		}, n, "bad record length 0", false},
 		{"undecodable payload with a valid checksum", func(t *testing.T, path string, ends []int64) {
 			appendFile(t, path, appendRecord(nil, []byte("not a batch")))
-		}, n, "undecodable payload"},
+		}, n, "undecodable payload", true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -69,6 +72,10 @@ func TestCorruptTail(t *testing.T) {
 			path := filepath.Join(dir, segmentName(1))
 			tc.damage(t, path, ends)
 			damaged := fileSize(t, path)
+			before, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
 
 			logger, logs := logBuffer()
 			l, rep, got := openTest(t, Options{Dir: dir, Logger: logger})
@@ -88,8 +95,19 @@ func TestCorruptTail(t *testing.T) {
 			if size := fileSize(t, path); size != wantEnd {
 				t.Errorf("segment is %d bytes after recovery, want %d", size, wantEnd)
 			}
-			if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), tc.reason) {
-				t.Errorf("no warning logged for the torn tail; log: %s", logs)
+			level := "level=WARN"
+			if tc.aside {
+				level = "level=ERROR"
+				if rep.MovedAside == "" {
+					t.Errorf("OpenReport.MovedAside empty for a whole damaged record")
+				} else if b, err := os.ReadFile(rep.MovedAside); err != nil || !bytes.Equal(b, before[wantEnd:]) {
+					t.Errorf("moved-aside file %s holds %d bytes (%v), want the %d cut", rep.MovedAside, len(b), err, len(before)-int(wantEnd))
+				}
+			} else if rep.MovedAside != "" {
+				t.Errorf("an incomplete write moved aside to %s, want it cut", rep.MovedAside)
+			}
+			if !strings.Contains(logs.String(), level) || !strings.Contains(logs.String(), tc.reason) {
+				t.Errorf("no %s logged naming %q; log: %s", level, tc.reason, logs)
 			}
 
 			// Appending works and survives another reopen.

@@ -40,10 +40,13 @@
 // fingerprints live in memory (24 bytes per id) and are rebuilt by replay.
 // Entities are upserts and are never dropped.
 //
-// Recovery: [Open] replays every segment in order. A torn tail — damage at
-// the end of the last segment (short record, bad checksum, undecodable
-// payload) that no valid batch follows — is cut off, logged with slog.Warn
-// and reported in [OpenReport]. Damage anywhere else, including damage in
+// Recovery: [Open] replays every segment in order. A torn tail — an
+// incomplete last write at the end of the last segment (short header or
+// record) that no valid batch follows — is cut off, logged with slog.Warn
+// and reported in [OpenReport]. A last record written whole but damaged
+// (bad checksum, undecodable payload) is corruption: its bytes are moved
+// aside into a file of the log directory (OpenReport.MovedAside), it is cut,
+// and Open logs an error and goes on. Damage anywhere else, including damage in
 // the last segment followed by a valid batch, is a [*CorruptError]
 // ([ErrCorrupt]) naming the file and offset: Open fails and changes
 // nothing. [Check] lists the damage and [Repair] rewrites the damaged

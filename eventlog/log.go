@@ -84,6 +84,12 @@ type OpenReport struct {
 	TruncatedBytes int64
 	// Reason says why the tail was cut, with file and offset; empty when clean.
 	Reason string
+	// MovedAside, when set, is the file that now holds the cut tail's
+	// bytes: the tail's last record was whole but damaged (a bad
+	// checksum: not an incomplete write, so possibly an acknowledged
+	// batch). Open keeps them there, logs an error and starts without
+	// them; `hir log check` fails until the file is removed.
+	MovedAside string
 	// Segments is the number of segment files replayed.
 	Segments int
 	// Batches, Events and Entities count what was replayed.
@@ -310,6 +316,11 @@ func (l *Log) recover(ctx context.Context, rep *OpenReport, replay func(Batch) e
 			}
 		}
 		l.segs = append(l.segs, segmentAt{num: num, size: end})
+		if dmg != nil && dmg.complete {
+			if rep.MovedAside, err = moveAside(path, dmg.off); err != nil {
+				return err
+			}
+		}
 		if dmg != nil {
 			if err := l.cutTail(path, end, dmg, rep); err != nil {
 				return err
@@ -370,9 +381,50 @@ func (l *Log) cutTail(path string, end int64, dmg *damage, rep *OpenReport) erro
 	}
 	rep.TruncatedBytes = st.Size() - end
 	rep.Reason = fmt.Sprintf("%s at offset %d: %s", filepath.Base(path), dmg.off, dmg.reason)
+	if rep.MovedAside != "" {
+		l.logger.Error("event log: the last record is whole but damaged (not an incomplete write): its bytes are moved aside and the log starts without it; inspect the file, then remove it (`hir log check` fails while it exists)",
+			"file", path, "offset", dmg.off, "seq", l.seq+1, "bytes", rep.TruncatedBytes, "reason", dmg.reason, "moved_to", rep.MovedAside)
+		return nil
+	}
 	l.logger.Warn("event log: truncated torn tail",
 		"file", path, "offset", dmg.off, "truncated_bytes", rep.TruncatedBytes, "reason", dmg.reason)
 	return nil
+}
+
+// movedAsidePrefix starts the name of the files moveAside writes in the log
+// directory.
+const movedAsidePrefix = "damaged-"
+
+// moveAside copies the bytes of the segment at path from off to its end
+// into a file of their own beside it, durably, and returns its path.
+func moveAside(path string, off int64) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("read damaged segment: %w", err)
+	}
+	dir := filepath.Dir(path)
+	out := filepath.Join(dir, fmt.Sprintf("%s%s-%d", movedAsidePrefix, filepath.Base(path), off))
+	f, err := os.CreateTemp(dir, ".tmp-damaged-*")
+	if err != nil {
+		return "", fmt.Errorf("move damaged tail aside: %w", err)
+	}
+	_, err = f.Write(data[off:])
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), out)
+	}
+	if err == nil {
+		err = syncDir(dir)
+	}
+	if err != nil {
+		return "", errors.Join(fmt.Errorf("move damaged tail aside: %w", err), os.Remove(f.Name()))
+	}
+	return out, nil
 }
 
 // createSegment starts segment num and makes it the one appended to.

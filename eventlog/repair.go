@@ -83,9 +83,14 @@ type Damage struct {
 	Bytes  int64
 	// Reason says what is wrong at Offset.
 	Reason string
-	// TornTail is set when the region ends the last segment: an incomplete
-	// last write, which Open cuts off by itself.
+	// TornTail is set when the region ends the last segment and is an
+	// incomplete last write, which Open cuts off by itself.
 	TornTail bool
+	// AtEnd is set when the region ends the log but its record was written
+	// whole (a bad checksum: corruption, not an incomplete write). Open
+	// moves its bytes aside into a file of the log directory, logs an error
+	// and starts without it.
+	AtEnd bool
 	// FirstLostSeq and LastLostSeq bound the sequence numbers of the
 	// batches lost in the region, known from the batches on either side;
 	// both 0 when unknown (a torn tail, or no batch follows).
@@ -105,13 +110,30 @@ type CheckReport struct {
 	LastSeq uint64
 	// Damage lists the damaged regions, in log order; empty when clean.
 	Damage []Damage
+	// MovedAside lists the files in which Open keeps the damaged tails it
+	// moved aside; they stay until an operator removes them.
+	MovedAside []string
 }
 
-// Corrupt reports whether the log has damage that Open refuses (anything
-// but a torn tail).
+// Corrupt reports whether the log has damage beyond a torn tail, or
+// moved-aside tails.
 func (r *CheckReport) Corrupt() bool {
+	if len(r.MovedAside) > 0 {
+		return true
+	}
 	for _, d := range r.Damage {
 		if !d.TornTail {
+			return true
+		}
+	}
+	return false
+}
+
+// Refused reports whether Open refuses the log: damage that does not end
+// it.
+func (r *CheckReport) Refused() bool {
+	for _, d := range r.Damage {
+		if !d.TornTail && !d.AtEnd {
 			return true
 		}
 	}
@@ -165,7 +187,7 @@ func layoutSegment(ctx context.Context, path string, data []byte, lastSeq *uint6
 		d := Damage{File: path, Offset: off, Reason: recordProblem(data, off, *lastSeq)}
 		next := nextValidRecord(data, off+1, *lastSeq)
 		if next < 0 {
-			d.Bytes, d.TornTail = size-off, true
+			d.Bytes, d.TornTail = size-off, !completeAt(data, off)
 			lay.damage = append(lay.damage, d)
 			break
 		}
@@ -276,12 +298,21 @@ func walkLog(ctx context.Context, dir string, repair bool) (CheckReport, error) 
 		}
 	}
 	rep.LastSeq = seq
-	// Only a region at the very end of the log is a torn tail.
+	// Only a region at the very end of the log is a torn tail, or cut
+	// (moved aside) by Open.
 	for i := range rep.Damage {
-		if i < len(rep.Damage)-1 || rep.Damage[i].File != filepath.Join(dir, segmentName(nums[len(nums)-1])) {
-			rep.Damage[i].TornTail = false
+		d := &rep.Damage[i]
+		end := i == len(rep.Damage)-1 && d.File == filepath.Join(dir, segmentName(nums[len(nums)-1])) && d.BatchesAfter == 0
+		d.AtEnd = end && !d.TornTail
+		if !end {
+			d.TornTail = false
 		}
 	}
+	aside, err := filepath.Glob(filepath.Join(dir, movedAsidePrefix+"*"))
+	if err != nil {
+		return rep, fmt.Errorf("list moved-aside tails: %w", err)
+	}
+	rep.MovedAside = aside
 	if repair && len(rep.Damage) > 0 {
 		if err := syncDir(dir); err != nil {
 			return rep, fmt.Errorf("sync log directory: %w", err)

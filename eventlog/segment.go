@@ -83,6 +83,10 @@ func appendRecord(dst, payload []byte) []byte {
 type damage struct {
 	off    int64
 	reason string
+	// complete is set when the record at off is whole (its length fits
+	// the file) but its checksum or payload is bad: not an incomplete
+	// write, so never cut silently.
+	complete bool
 }
 
 // scanSegment reads the segment at path up to limit bytes (limit < 0: the
@@ -112,14 +116,14 @@ func scanSegment(path string, limit int64, lastSeq *uint64, fn func(Batch) error
 	r := bufio.NewReaderSize(io.LimitReader(f, size), 256<<10)
 	hdr := make([]byte, headerSize)
 	if size < headerSize {
-		return 0, &damage{0, fmt.Sprintf("incomplete segment header (%d of %d bytes)", size, headerSize)}, nil
+		return 0, &damage{off: 0, reason: fmt.Sprintf("incomplete segment header (%d of %d bytes)", size, headerSize)}, nil
 	}
 	if _, err := io.ReadFull(r, hdr); err != nil {
 		return 0, nil, fmt.Errorf("read segment header of %s: %w", name, err)
 	}
 	switch {
 	case bytes.Equal(hdr, make([]byte, headerSize)):
-		return 0, &damage{0, "zeroed segment header"}, nil
+		return 0, &damage{off: 0, reason: "zeroed segment header"}, nil
 	case string(hdr[:len(magic)]) != magic:
 		return 0, nil, errCorruptf(path, 0, "bad magic %q", hdr[:len(magic)])
 	case binary.LittleEndian.Uint32(hdr[8:]) != formatVersion:
@@ -132,18 +136,32 @@ func scanSegment(path string, limit int64, lastSeq *uint64, fn func(Batch) error
 	var payload []byte
 	for off < size {
 		if size-off < recordHeaderSize {
-			return off, &damage{off, fmt.Sprintf("short record header (%d bytes)", size-off)}, nil
+			return off, &damage{off: off, reason: fmt.Sprintf("short record header (%d bytes)", size-off)}, nil
 		}
 		if _, err := io.ReadFull(r, rh[:]); err != nil {
 			return off, nil, fmt.Errorf("read %s at offset %d: %w", name, off, err)
 		}
 		n := int64(binary.LittleEndian.Uint32(rh[0:]))
 		sum := binary.LittleEndian.Uint32(rh[4:])
+		var reason string
 		switch {
 		case n == 0 || n > MaxBatchBytes:
-			return off, &damage{off, fmt.Sprintf("bad record length %d", n)}, nil
+			reason = fmt.Sprintf("bad record length %d", n)
 		case n > size-off-recordHeaderSize:
-			return off, &damage{off, fmt.Sprintf("short record (%d of %d payload bytes)", size-off-recordHeaderSize, n)}, nil
+			reason = fmt.Sprintf("short record (%d of %d payload bytes)", size-off-recordHeaderSize, n)
+		}
+		if reason != "" {
+			// An incomplete write, unless the rest of the file is a whole
+			// payload with this checksum: then the length is what is damaged.
+			rest, err := io.ReadAll(io.LimitReader(r, MaxBatchBytes+1))
+			if err != nil {
+				return off, nil, fmt.Errorf("read %s at offset %d: %w", name, off, err)
+			}
+			d := &damage{off: off, reason: reason, complete: wholePayload(rest, sum)}
+			if d.complete {
+				d.reason += fmt.Sprintf(", but the %d bytes after it are a whole payload with its checksum: a damaged length", len(rest))
+			}
+			return off, d, nil
 		}
 		if int64(cap(payload)) < n {
 			payload = make([]byte, n)
@@ -153,11 +171,11 @@ func scanSegment(path string, limit int64, lastSeq *uint64, fn func(Batch) error
 			return off, nil, fmt.Errorf("read %s at offset %d: %w", name, off, err)
 		}
 		if got := crc32.Checksum(payload, castagnoli); got != sum {
-			return off, &damage{off, fmt.Sprintf("checksum mismatch (crc32c %08x, want %08x)", got, sum)}, nil
+			return off, &damage{off: off, reason: fmt.Sprintf("checksum mismatch (crc32c %08x, want %08x)", got, sum), complete: true}, nil
 		}
 		b, err := DecodeBatch(payload)
 		if err != nil {
-			return off, &damage{off, fmt.Sprintf("undecodable payload: %v", err)}, nil
+			return off, &damage{off: off, reason: fmt.Sprintf("undecodable payload: %v", err), complete: true}, nil
 		}
 		if b.Seq <= *lastSeq {
 			return off, nil, errCorruptf(path, off, "batch seq %d does not follow %d", b.Seq, *lastSeq)
@@ -169,6 +187,28 @@ func scanSegment(path string, limit int64, lastSeq *uint64, fn func(Batch) error
 		off += recordHeaderSize + n
 	}
 	return off, nil, nil
+}
+
+// wholePayload reports whether rest, the bytes after a record header whose
+// length is unusable, is a payload whose checksum is sum.
+func wholePayload(rest []byte, sum uint32) bool {
+	return len(rest) > 0 && len(rest) <= MaxBatchBytes && crc32.Checksum(rest, castagnoli) == sum
+}
+
+// completeAt reports whether the damaged record at off of data (a whole
+// segment) was written whole: its length fits data, or the rest of data is
+// a payload with its checksum (a damaged length). A record that is not is
+// an incomplete last write.
+func completeAt(data []byte, off int64) bool {
+	rest := int64(len(data)) - off - recordHeaderSize
+	if rest < 0 {
+		return false
+	}
+	n := int64(binary.LittleEndian.Uint32(data[off:]))
+	if n > 0 && n <= MaxBatchBytes && n <= rest {
+		return true
+	}
+	return wholePayload(data[off+recordHeaderSize:], binary.LittleEndian.Uint32(data[off+4:]))
 }
 
 // syncDir fsyncs a directory so that file creations in it are durable.

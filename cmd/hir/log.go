@@ -18,9 +18,10 @@ var errLogCorrupt = errors.New("event log corrupt")
 func runLog(ctx context.Context, e *env, args []string) error {
 	if len(args) == 0 || (args[0] != "check" && args[0] != "repair") {
 		fmt.Fprintln(e.stderr, "Usage: hir log check --data DIR\n       hir log repair --data DIR\n\n"+
-			"check reads the event log of DIR and lists every damaged region (exit status 1 when the\n"+
-			"server would refuse to start). repair rewrites the damaged segments, keeping every valid\n"+
-			"batch, and reports what it dropped. Stop the server first: both lock the log.")
+			"check reads the event log of DIR and lists every damaged region and every damaged tail the\n"+
+			"server moved aside (exit status 1 for anything but a torn tail, an incomplete last write).\n"+
+			"repair rewrites the damaged segments, keeping every valid batch, and reports what it\n"+
+			"dropped. Stop the server first: both lock the log.")
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
 			return flag.ErrHelp
 		}
@@ -43,8 +44,11 @@ func runLog(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 		printLogReport(e.stdout, rep, false)
-		if rep.Corrupt() {
+		switch {
+		case rep.Refused():
 			return fmt.Errorf("%w: stop the server and run `hir log repair --data %s`", errLogCorrupt, *data)
+		case rep.Corrupt():
+			return fmt.Errorf("%w: a damaged last record (see above); inspect it, then remove the moved-aside files", errLogCorrupt)
 		}
 		return nil
 	}
@@ -61,8 +65,11 @@ func runLog(ctx context.Context, e *env, args []string) error {
 func printLogReport(w io.Writer, rep eventlog.CheckReport, repaired bool) {
 	for _, d := range rep.Damage {
 		kind := "corrupt"
-		if d.TornTail {
+		switch {
+		case d.TornTail:
 			kind = "torn tail"
+		case d.AtEnd:
+			kind = "corrupt last record (moved aside at the next start)"
 		}
 		lost := "lost batches unknown"
 		if d.FirstLostSeq != 0 {
@@ -75,12 +82,17 @@ func printLogReport(w io.Writer, rep eventlog.CheckReport, repaired bool) {
 		fmt.Fprintf(w, "%s: %s %d bytes at offset %d (%s): %s; %s; %d valid batches after it in the segment\n",
 			kind, verb, d.Bytes, d.Offset, d.File, d.Reason, lost, d.BatchesAfter)
 	}
+	for _, f := range rep.MovedAside {
+		fmt.Fprintf(w, "moved aside: %s holds a damaged last record the server cut at a start; inspect it, then remove it\n", f)
+	}
 	state := "clean"
 	switch {
 	case repaired && len(rep.Damage) > 0:
 		state = "repaired"
-	case rep.Corrupt():
+	case rep.Refused():
 		state = "CORRUPT (the server refuses to start; run `hir log repair`)"
+	case rep.Corrupt():
+		state = "CORRUPT at its end (the server starts without the damaged record and keeps its bytes aside)"
 	case len(rep.Damage) > 0:
 		state = "torn tail only (cut at the next start)"
 	}
