@@ -28,7 +28,9 @@ type EdgeRule struct {
 	Dst  NodeType
 }
 
-func (r EdgeRule) String() string { return r.Src.String() + " -" + r.Type.String() + "-> " + r.Dst.String() }
+func (r EdgeRule) String() string {
+	return r.Src.String() + " -" + r.Type.String() + "-> " + r.Dst.String()
+}
 
 // engagementTargets are what a user engages with.
 var engagementTargets = []NodeType{NodeAd, NodeProduct}
