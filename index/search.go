@@ -199,6 +199,9 @@ func (s *Snapshot) Search(ctx context.Context, q Query) (Result, error) {
 	if q.K <= 0 {
 		q.K = 10
 	}
+	if err := ctx.Err(); err != nil {
+		return Result{}, fmt.Errorf("search: %w", err)
+	}
 	start := time.Now()
 	o := s.search
 	if q.Options.CandidateFactor > 0 {
@@ -233,6 +236,9 @@ func (s *Snapshot) Search(ctx context.Context, q Query) (Result, error) {
 		}
 		if q.Restrict != nil {
 			base.And(q.Restrict)
+		}
+		if err := ctx.Err(); err != nil { // a filter of many values takes a while
+			return Result{}, fmt.Errorf("search: %w", err)
 		}
 		allowed.base, allowed.minus = base, q.Exclude
 	case q.Restrict != nil:

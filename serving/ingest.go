@@ -84,7 +84,10 @@ func (s *Server) PostEvents(w http.ResponseWriter, r *http.Request) {
 // shared event stream. A failed publication (Redis down) is logged and
 // counted (hir.cluster.published{outcome="error"}) and fails the ingestion
 // with [ErrClusterUnavailable] (503, Retry-After): the batch is not
-// acknowledged, and a retry (idempotent by event id) publishes it again.
+// acknowledged, but it is stored here and queued in the outbox
+// (ClusterOptions.OutboxDir), which publishes it once Redis answers, so the
+// other replicas get it with or without a retry (a retry is deduplicated by
+// event id).
 // While publications fail, new batches are refused before they are stored
 // unless Redis answers a ping.
 func (s *Server) Ingest(ctx context.Context, b eventlog.Batch) (api.IngestResult, error) {
@@ -101,6 +104,10 @@ func (s *Server) Ingest(ctx context.Context, b eventlog.Batch) (api.IngestResult
 	}
 	if err := s.publishBatch(ctx, b, seq); err != nil {
 		s.publishFailedAt.Store(time.Now().UnixNano())
+		if qerr := s.repl.Load().outbox.add(b); qerr != nil {
+			s.logger.Error("outbox: a stored batch is not queued for the cluster stream; the other replicas get it only when the client retries",
+				"seq", seq, "err", qerr)
+		}
 		return api.IngestResult{}, fmt.Errorf("%w: %w", ErrClusterUnavailable, err)
 	}
 	s.publishFailedAt.Store(0)

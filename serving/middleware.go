@@ -166,24 +166,14 @@ func markStatus(w http.ResponseWriter, status int) {
 				rw.status = status
 			}
 			return
+		case *bufferedWriter:
+			rw.mark = status
+			return
 		case interface{ Unwrap() http.ResponseWriter }:
 			w = rw.Unwrap()
 		default:
 			return
 		}
-	}
-}
-
-// timeout puts a deadline of d on the request context. Handlers pass the
-// context down; when it expires they fail with context.DeadlineExceeded,
-// which writeProblem answers with 503.
-func timeout(d time.Duration) func(http.Handler) http.Handler {
-	return func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			ctx, cancel := context.WithTimeout(r.Context(), d)
-			defer cancel()
-			next.ServeHTTP(w, r.WithContext(ctx))
-		})
 	}
 }
 

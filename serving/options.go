@@ -56,7 +56,10 @@ type Options struct {
 	// MaxBatchItems caps the entities or events of one ingest request
 	// (default 50000); more get 413.
 	MaxBatchItems int
-	// RequestTimeout bounds the handling of one request (default 10s).
+	// RequestTimeout bounds the handling of one request, from its admission
+	// (default 10s): its context ends then, and a request not answered yet
+	// is answered 503 (type timeout) at once, its handler's later answer
+	// dropped; it keeps its admission slot until the handler returns.
 	RequestTimeout time.Duration
 	// BodyReadTimeout bounds the time to read a request's body, from the end
 	// of its headers (default 15s); a slower body gets 408 and its

@@ -2,6 +2,7 @@ package serving
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -197,4 +198,89 @@ func TestRedisOutage(t *testing.T) {
 	// go-redis redials a lost connection in a goroutine that sleeps 1 s
 	// between attempts; let those of the outage end before goleak looks.
 	time.Sleep(1500 * time.Millisecond)
+}
+
+// TestRedisOutageOutbox (issue 48, defect 9): batches that replica A stored
+// but could not publish while Redis was down reach replica B once Redis is
+// back, without any client retry and across a restart of A during the
+// outage (its outbox); during the outage A's /readyz answers 503
+// cluster-unavailable, and after it no longer does.
+func TestRedisOutageOutbox(t *testing.T) {
+	rdir := t.TempDir()
+	port := freePort(t)
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	rs := startRedis(t, rdir, port)
+	t.Cleanup(func() { rs.Process.Kill(); rs.Wait() })
+	prefix := "hirtest:outbox:"
+	adir := filepath.Join(t.TempDir(), "a")
+	a := startReplicaAt(t, addr, 300*time.Millisecond, prefix, "a", adir)
+	b := startReplicaAt(t, addr, 300*time.Millisecond, prefix, "b", filepath.Join(t.TempDir(), "b"))
+	post := func(r *replica, i int) int {
+		body := fmt.Sprintf(`{"events":[{"id":"ob-%d","src":{"type":"user","id":"u%d"},"dst":{"type":"ad","id":"a%d"},"type":"click","ts":1700000000000}]}`, i, i%5, i%7)
+		req, _ := http.NewRequest(http.MethodPost, r.url+"/v1/events", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+testKey)
+		res, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+		if err != nil {
+			t.Fatalf("post %d: %v", i, err)
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	readyType := func(r *replica) string {
+		res, err := (&http.Client{Timeout: 5 * time.Second}).Get(r.url + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		var p struct{ Type string }
+		_ = json.NewDecoder(res.Body).Decode(&p)
+		return p.Type
+	}
+	for i := range 3 {
+		if st := post(a, i); st != http.StatusOK {
+			t.Fatalf("post %d before the outage = %d", i, st)
+		}
+	}
+	if typ := readyType(a); strings.HasSuffix(typ, "cluster-unavailable") {
+		t.Errorf("/readyz with Redis up: %s", typ)
+	}
+	rs.Process.Kill()
+	rs.Wait()
+	refused := 0
+	for i := 3; i < 9; i++ {
+		if st := post(a, i); st == http.StatusServiceUnavailable {
+			refused++
+		}
+	}
+	if refused == 0 {
+		t.Fatal("no write refused while Redis was down")
+	}
+	if typ := readyType(a); !strings.HasSuffix(typ, "cluster-unavailable") {
+		t.Errorf("/readyz with Redis down answers type %q, want cluster-unavailable", typ)
+	}
+	stored := a.srv.Store().NumEvents()
+	if stored <= 3 {
+		t.Fatalf("replica a stored %d events, want at least one from the outage (stored, then refused for the stream)", stored)
+	}
+	// A restarts during the outage: its outbox survives.
+	a.stop()
+	rs = startRedis(t, rdir, port)
+	a = startReplicaAt(t, addr, 300*time.Millisecond, prefix, "a", adir)
+	deadline := time.Now().Add(30 * time.Second)
+	for b.srv.Store().NumEvents() < stored && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := b.srv.Store().NumEvents(); got != stored {
+		t.Errorf("replica b holds %d events, replica a stored %d: the batches a stored during the outage did not reach b", got, stored)
+	}
+	if typ := readyType(a); strings.HasSuffix(typ, "cluster-unavailable") {
+		t.Errorf("/readyz after the outage: %s", typ)
+	}
+	if n := a.srv.repl.Load().outbox.len(); n != 0 {
+		t.Errorf("%d batches left in a's outbox", n)
+	}
+	a.stop()
+	b.stop()
+	time.Sleep(1500 * time.Millisecond) // go-redis redial goroutines, as in TestRedisOutage
 }

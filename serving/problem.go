@@ -52,7 +52,7 @@ var (
 	// ErrClusterUnavailable means the cluster's shared event stream (Redis)
 	// did not take a write: the batch is not acknowledged (retry; events
 	// with ids are deduplicated). Answered with 503 and Retry-After.
-	ErrClusterUnavailable = errors.New("the cluster's shared event stream (Redis) is unavailable: the batch is not acknowledged; retry later (events with ids are deduplicated)")
+	ErrClusterUnavailable = errors.New("the cluster's shared event stream (Redis) is unavailable: the batch is not acknowledged (one stored here reaches the other replicas once Redis is back); retry later (events with ids are deduplicated)")
 	// ErrBodyTimeout means the request body was not received within
 	// Options.BodyReadTimeout.
 	ErrBodyTimeout = errors.New("request body not received in time")

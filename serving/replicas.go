@@ -42,6 +42,10 @@ type ClusterOptions struct {
 	// PublishTimeout bounds the publication of one ingested batch (default
 	// DefaultPublishTimeout).
 	PublishTimeout time.Duration
+	// OutboxDir is the directory in which the batches stored here whose
+	// publication failed wait, one file each, until Redis takes them (hir
+	// serve: DIR/outbox). Required.
+	OutboxDir string
 }
 
 // replication is the server's membership of a cluster of replicas sharing
@@ -52,6 +56,7 @@ type replication struct {
 	stream   *cluster.Stream
 	registry *cluster.Registry
 	lease    *cluster.Lease
+	outbox   *outbox
 	leading  atomic.Bool
 }
 
@@ -60,7 +65,8 @@ type replication struct {
 //
 //   - every batch ingested through [Server.Ingest] is published to the
 //     shared event stream after the local append (a failed publication is
-//     logged, counted and answered 503: see [Server.Ingest]);
+//     logged, counted, queued in the outbox, which publishes it once Redis
+//     is back, and answered 503: see [Server.Ingest]);
 //   - Run consumes the stream and ingests the other replicas' batches
 //     through the same path (append to the local log, apply to the graph,
 //     index fresh ads), idempotent by event id;
@@ -81,11 +87,18 @@ func (s *Server) JoinCluster(c *cluster.Client, opts ClusterOptions) error {
 	if opts.PublishTimeout <= 0 {
 		opts.PublishTimeout = DefaultPublishTimeout
 	}
+	if opts.OutboxDir == "" {
+		return fmt.Errorf("%w: no outbox directory", ErrBadOptions)
+	}
 	lease, err := c.NewLease(opts.Lease)
 	if err != nil {
 		return fmt.Errorf("join cluster: %w", err)
 	}
-	r := &replication{client: c, opts: opts, registry: c.NewRegistry(opts.Registry), lease: lease}
+	ob, err := openOutbox(opts.OutboxDir, s.logger)
+	if err != nil {
+		return fmt.Errorf("join cluster: %w", err)
+	}
+	r := &replication{client: c, opts: opts, registry: c.NewRegistry(opts.Registry), lease: lease, outbox: ob}
 	r.stream = c.NewStream(opts.Stream, s.applyRemote)
 	if !s.repl.CompareAndSwap(nil, r) {
 		return fmt.Errorf("%w: server already joined a cluster", ErrBadOptions)
@@ -119,6 +132,19 @@ func (s *Server) runCluster(ctx context.Context, goFn func(func() error)) (train
 		return false
 	}
 	goFn(func() error { return r.stream.Run(ctx) })
+	goFn(func() error {
+		return r.outbox.run(ctx, time.Second, func(ctx context.Context, b eventlog.Batch) error {
+			pctx, cancel := context.WithTimeout(ctx, r.opts.PublishTimeout)
+			defer cancel()
+			_, err := r.stream.Publish(pctx, b)
+			outcome := "ok"
+			if err != nil {
+				outcome = "error"
+			}
+			s.tel.clusterPublished.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", outcome)))
+			return err
+		}, func() { s.publishFailedAt.Store(0) })
+	})
 	goFn(func() error { return r.registry.Watch(ctx, func(info cluster.ModelInfo) { s.hotSwap(ctx, r, info) }) })
 	t := s.trainer.Load()
 	if t == nil {

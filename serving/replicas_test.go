@@ -112,6 +112,7 @@ func startReplicaAt(t *testing.T, addr string, publishTimeout time.Duration, pre
 		Lease:          cluster.LeaseOptions{TTL: 3 * time.Second},
 		Build:          build,
 		PublishTimeout: publishTimeout,
+		OutboxDir:      filepath.Join(dir, "outbox"),
 	}); err != nil {
 		t.Fatal(err)
 	}

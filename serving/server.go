@@ -103,7 +103,7 @@ func New(opts Options, log *eventlog.Log, store *graph.Store) (*Server, error) {
 func (s *Server) routes() http.Handler {
 	r := chi.NewRouter()
 	r.Use(s.deadlineBody, requestID, s.observe, s.recoverer, s.identify, s.rateLimit, s.auth, s.readBody, s.admit,
-		timeout(s.opts.RequestTimeout))
+		s.timeout(s.opts.RequestTimeout))
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, notFoundf("no route for %s %s", r.Method, clip(r.URL.Path)))
 	})
@@ -256,19 +256,34 @@ func (s *Server) Healthz(w http.ResponseWriter, r *http.Request) {
 }
 
 // Readyz answers 200 once a generation is served, 503 before, while
-// draining, and while the event log cannot write (a full disk: the problem
-// says so; reads keep being served).
+// draining, while the event log cannot write (a full disk: the problem
+// says so; reads keep being served), and in a cluster while Redis does not
+// answer a ping within 300 ms (writes are refused then; reads are served).
 func (s *Server) Readyz(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case s.draining.Load():
 		s.writeProblem(w, r, ErrShuttingDown)
 	case s.log.Err() != nil:
 		s.writeProblem(w, r, ErrWritesFailing)
+	case !s.clusterReachable(r.Context()):
+		s.writeProblem(w, r, ErrClusterUnavailable)
 	case s.engine.Current() == nil:
 		s.writeProblem(w, r, ErrNoSnapshot)
 	default:
 		writeJSON(w, http.StatusOK, api.Health{Status: "ready"})
 	}
+}
+
+// clusterReachable reports whether Redis answers a ping within 300 ms;
+// true outside a cluster.
+func (s *Server) clusterReachable(ctx context.Context) bool {
+	r := s.repl.Load()
+	if r == nil {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	return r.client.Ping(ctx) == nil
 }
 
 // Metrics serves the Prometheus exposition of the server's OpenTelemetry

@@ -203,7 +203,7 @@ func serve(ctx context.Context, e *env, cfg serveConfig) error {
 	}
 	if cl != nil {
 		if err := srv.JoinCluster(cl, serving.ClusterOptions{Lease: cluster.LeaseOptions{TTL: cfg.leaseTTL},
-			Build: cfg.build(logger)}); err != nil {
+			Build: cfg.build(logger), OutboxDir: filepath.Join(cfg.dataDir, outboxDir)}); err != nil {
 			return errors.Join(err, srv.Close())
 		}
 	}
@@ -262,6 +262,10 @@ func writeAddrFile(path string, addr net.Addr) error {
 	}
 	return nil
 }
+
+// outboxDir is the directory of the data directory in which a replica's
+// batches wait for the cluster stream while Redis is unreachable.
+const outboxDir = "outbox"
 
 // textIndexDir is the directory of the data directory that holds the
 // keyword index of ad text, rebuilt from the event log at every start.

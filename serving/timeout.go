@@ -1,0 +1,121 @@
+package serving
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// errOverBudget is the error answered (503, type timeout) for a request that
+// was not done within Options.RequestTimeout.
+var errOverBudget = fmt.Errorf("the request was not done within the server's time budget: %w", context.DeadlineExceeded)
+
+// timeout bounds each request at d. The handler runs with a context that
+// ends after d, which the retrieval loops check, and writes into a buffer;
+// when d passes first, the request is answered 503 (type timeout, with
+// Retry-After) at once, whatever the handler is doing, and what the
+// handler writes afterwards is dropped. The request keeps its admission
+// slot until the handler has returned, so work cut short by the deadline
+// still counts against the server's capacity. A panic in the handler is
+// re-raised on the request's goroutine, for recoverer.
+func (s *Server) timeout(d time.Duration) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			ctx, cancel := context.WithTimeout(r.Context(), d)
+			defer cancel()
+			bw := newBufferedWriter()
+			done := make(chan any, 1) // nil, or the handler's panic
+			go func() {
+				defer func() { done <- recover() }()
+				next.ServeHTTP(bw, r.WithContext(ctx))
+			}()
+			select {
+			case p := <-done:
+				if p != nil {
+					panic(p)
+				}
+				bw.copyTo(w)
+			case <-ctx.Done():
+				bw.stop()
+				if r.Context().Err() != nil {
+					markStatus(w, 499) // the client left: nobody to answer
+				} else {
+					ew := newBufferedWriter()
+					s.writeProblem(ew, r, errOverBudget)
+					ew.copyTo(w)
+					_ = http.NewResponseController(w).Flush() // answered now, not when the handler returns
+				}
+				if p := <-done; p != nil && p != http.ErrAbortHandler {
+					s.logger.Error("handler panicked after its deadline", "panic", fmt.Sprint(p), "path", clip(r.URL.Path))
+				}
+			}
+		})
+	}
+}
+
+// bufferedWriter is the http.ResponseWriter a handler under timeout writes
+// to: it keeps the answer until copyTo, and drops every write after stop.
+type bufferedWriter struct {
+	mu      sync.Mutex
+	header  http.Header
+	status  int
+	mark    int // a status recorded by markStatus without an answer (499)
+	body    bytes.Buffer
+	stopped bool
+}
+
+func newBufferedWriter() *bufferedWriter { return &bufferedWriter{header: make(http.Header)} }
+
+func (b *bufferedWriter) Header() http.Header { return b.header }
+
+func (b *bufferedWriter) WriteHeader(code int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.status == 0 && !b.stopped {
+		b.status = code
+	}
+}
+
+func (b *bufferedWriter) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.stopped {
+		return 0, http.ErrHandlerTimeout
+	}
+	if b.status == 0 {
+		b.status = http.StatusOK
+	}
+	return b.body.Write(p)
+}
+
+// stop drops every later write.
+func (b *bufferedWriter) stop() {
+	b.mu.Lock()
+	b.stopped = true
+	b.mu.Unlock()
+}
+
+// copyTo writes the buffered answer to w, with its length.
+func (b *bufferedWriter) copyTo(w http.ResponseWriter) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.status == 0 {
+		if b.mark != 0 {
+			markStatus(w, b.mark)
+		}
+		return
+	}
+	h := w.Header()
+	for k, v := range b.header {
+		h[k] = v
+	}
+	if h.Get("Content-Length") == "" && b.status >= 200 && b.status != http.StatusNoContent && b.status != http.StatusNotModified {
+		h.Set("Content-Length", strconv.Itoa(b.body.Len()))
+	}
+	w.WriteHeader(b.status)
+	_, _ = w.Write(b.body.Bytes())
+}
