@@ -20,6 +20,13 @@ if ! diff -u api/api.gen.go "$tmp/api.gen.go" >"$tmp/go.diff"; then
 	stale=1
 fi
 
+spec_version=$(sed -n 's/^  version: *//p' openapi.yaml | head -1)
+pkg_version=$(sed -n 's/^  "version": "\(.*\)",$/\1/p' clients/typescript/package.json | head -1)
+if [[ $spec_version != "$pkg_version" ]]; then
+	echo "check-generated: clients/typescript/package.json version $pkg_version differs from openapi.yaml's $spec_version: run scripts/generate.sh" >&2
+	stale=1
+fi
+
 if command -v npm >/dev/null; then
 	(
 		cd clients/typescript

@@ -41,7 +41,7 @@ step "synth $USERS users / $ADS ads into $WORK/world"
 # shellcheck source=lib/tiny-server.sh
 source scripts/lib/tiny-server.sh
 step "serve an empty data directory on a free loopback port (log: $WORK/serve.log)"
-"$WORK/hir" serve --data "$WORK/data" --addr 127.0.0.1:0 --addr-file "$WORK/addr" --train-steps "$STEPS" --train-pairs "$PAIRS" \
+"$WORK/hir" serve --data "$WORK/data" --init --addr 127.0.0.1:0 --addr-file "$WORK/addr" --train-steps "$STEPS" --train-pairs "$PAIRS" \
 	--train-spectral "$SPECTRAL" --rate-limit -1 --log-level warn 2>"$WORK/serve.log" &
 server=$!
 trap 'kill -TERM $server 2>/dev/null || true; wait $server 2>/dev/null || true' EXIT

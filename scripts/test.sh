@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The project's test command (README, .ci/run): vet, the generated clients' freshness, every
-# package's tests, the TypeScript client's test against a live server (skipped without node), the
+# package's tests, the TypeScript client's test against a live server and from its packed tarball
+# (skipped without node), the Python example against a live server (skipped without python3-requests), the
 # interest explorer's browser test (skipped without Chromium or node), and the container path (skipped without a container engine, or with HIR_SKIP_CONTAINERS=1).
 # Tests that use Redis need one at ${HIR_REDIS_ADDR:-127.0.0.1:6379}; start one when none answers.
 set -euo pipefail
@@ -51,5 +52,6 @@ if [[ "$fuzztime" != "0" && "$fuzztime" != "0s" && "$fuzztime" != "0x" ]]; then
 fi
 [ "${HIR_SKIP_REST_EVAL:-}" = 1 ] || scripts/rest-eval-check.sh # the served path vs the evaluated one (~2 min)
 bash scripts/ts-client-test.sh
+bash scripts/python-example-test.sh
 bash scripts/ui-test.sh
 bash scripts/container-test.sh

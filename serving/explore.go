@@ -114,6 +114,10 @@ func (s *Server) ListTokens(w http.ResponseWriter, r *http.Request, params api.L
 	for _, t := range all {
 		levels = max(levels, t.Level()+1)
 	}
+	if parent == nil && level >= levels {
+		s.writeProblem(w, r, badRequestf("level: %d is out of range: model %s has levels 0..%d", level, cur.Gen.Version, levels-1))
+		return
+	}
 	var toks []index.Token
 	if parent != nil {
 		var info index.TokenInfo

@@ -23,9 +23,11 @@ func runCalibrate(ctx context.Context, e *env, args []string) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if *data == "" {
-		fs.Usage()
-		return errUsage
+	if err := required(fs, "data"); err != nil {
+		return err
+	}
+	if err := requireLog(*data); err != nil {
+		return err
 	}
 	if err := prior.check(); err != nil {
 		return err

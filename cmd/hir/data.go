@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -16,6 +18,9 @@ import (
 // store. Events later than asOf (unix ms; 0 keeps all) are left out, so that
 // nothing after a cut can leak into training.
 func loadGraph(ctx context.Context, dir string, asOf int64, logger *slog.Logger) (*graph.Store, error) {
+	if err := requireLog(dir); err != nil {
+		return nil, err
+	}
 	store := graph.NewStore(graph.Options{Logger: logger})
 	replay := func(b eventlog.Batch) error {
 		for i := range b.Entities {
@@ -45,6 +50,28 @@ func loadGraph(ctx context.Context, dir string, asOf int64, logger *slog.Logger)
 	}
 	store.Compact()
 	return store, nil
+}
+
+// errNoData reports a data directory without an event log.
+var errNoData = errors.New("no data")
+
+// requireLog fails, saying what to run instead, when the data directory dir
+// holds no event log: the commands that read one never create it (only
+// import, demo and serve --init do).
+func requireLog(dir string) error {
+	st, err := os.Stat(filepath.Join(dir, "log"))
+	switch {
+	case err == nil && st.IsDir():
+		return nil
+	case errors.Is(err, os.ErrNotExist):
+		if _, derr := os.Stat(dir); errors.Is(derr, os.ErrNotExist) {
+			return fmt.Errorf("%w: data directory %s does not exist: make one with `hir import --src SRC --data %s` (or `hir demo`; `hir serve --init` serves an empty one)", errNoData, dir, dir)
+		}
+		return fmt.Errorf("%w: data directory %s holds no event log (%s): import data first with `hir import --src SRC --data %s`", errNoData, dir, filepath.Join(dir, "log"), dir)
+	case err == nil:
+		return fmt.Errorf("%w: %s is not a directory", errNoData, filepath.Join(dir, "log"))
+	}
+	return fmt.Errorf("data directory %s: %w", dir, err)
 }
 
 // loadGraphAsOf is loadGraph as of the time asOfFlag names (an --asof

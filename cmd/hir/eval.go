@@ -99,9 +99,8 @@ func parseEvalFlags(e *env, args []string) (*evalFlags, error) {
 		f.ours.Calibrate = prior.calibrate(float64(rank.DefaultWeights().CoEngagement), nil)
 	}
 	f.cfg.RecentPopularity.HalfLife = prior.halfLife // the service's prior half-life
-	if f.cfg.Data == "" {
-		fs.Usage()
-		return nil, errors.Join(errUsage, errors.New("--data is required"))
+	if err := required(fs, "data"); err != nil {
+		return nil, err
 	}
 	switch f.cfg.Protocol {
 	case eval.ProtocolChrono, eval.ProtocolReplay, eval.ProtocolTruth:

@@ -45,7 +45,7 @@ func startServe(t *testing.T, dataDir string, train model.TrainConfig) string {
 	ctx, cancel := context.WithCancel(context.Background())
 	addrs := make(chan net.Addr, 1)
 	done := make(chan error, 1)
-	cfg := serveConfig{dataDir: dataDir, addr: "127.0.0.1:0", train: train, prior: defaultPriorFlags(),
+	cfg := serveConfig{dataDir: dataDir, init: true, addr: "127.0.0.1:0", train: train, prior: defaultPriorFlags(),
 		ready: func(_ context.Context, _ *serving.Server, a net.Addr) { addrs <- a }}
 	go func() { done <- serve(ctx, e, cfg) }()
 	t.Cleanup(func() {

@@ -28,9 +28,8 @@ func runImport(ctx context.Context, e *env, args []string) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if *src == "" || *data == "" {
-		fs.Usage()
-		return errUsage
+	if err := required(fs, "src", "data"); err != nil {
+		return err
 	}
 	// Pass 1 validates the whole source, so that nothing is half-imported.
 	check := dataset.Discard

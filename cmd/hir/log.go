@@ -33,9 +33,11 @@ func runLog(ctx context.Context, e *env, args []string) error {
 	if err := parse(fs, args[1:]); err != nil {
 		return err
 	}
-	if *data == "" {
-		fs.Usage()
-		return errUsage
+	if err := required(fs, "data"); err != nil {
+		return err
+	}
+	if err := requireLog(*data); err != nil {
+		return err
 	}
 	dir := filepath.Join(*data, "log")
 	if sub == "check" {

@@ -47,13 +47,18 @@ func commands() []command {
 		{"log", "check or repair a data directory's event log (hir log check|repair --data DIR)", runLog},
 		{"eval", "evaluate our model and the baselines offline (chrono, replay, truth)", runEval},
 		{"healthcheck", "exit 0 when a server's /readyz answers 200 (the container health check)", runHealthcheck},
+		{"version", "print the version, commit, Go version and GoMLX backend", runVersion},
 	}
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	e := &env{stdout: stdout, stderr: stderr,
 		logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))}
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+	if len(args) == 0 {
+		usage(stderr)
+		return 2
+	}
+	if args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		usage(stdout)
 		return 0
 	}
@@ -102,6 +107,18 @@ func newFlags(e *env, name, synopsis string) *flag.FlagSet {
 		fs.PrintDefaults()
 	}
 	return fs
+}
+
+// required reports the first of the named flags of fs that is unset
+// (empty), naming it with a pointer to the command's help, as errUsage.
+func required(fs *flag.FlagSet, names ...string) error {
+	for _, name := range names {
+		if f := fs.Lookup(name); f != nil && f.Value.String() == "" {
+			fmt.Fprintf(fs.Output(), "%s: missing required flag --%s (`%s -h` lists every flag)\n", fs.Name(), name, fs.Name())
+			return errUsage
+		}
+	}
+	return nil
 }
 
 // parse parses args, mapping flag errors to errUsage.

@@ -66,6 +66,9 @@ type serveConfig struct {
 	narrowView bool
 	// errorBand is the token index's index.SearchOptions.ErrorBand.
 	errorBand float64
+	// init lets serve create a data directory that does not exist (and
+	// start on an empty one); without it a missing directory is an error.
+	init bool
 	// addrFile, when set, receives the listen address once the listener
 	// is open (written whole: a reader never sees part of it).
 	addrFile string
@@ -87,7 +90,7 @@ func (cfg *serveConfig) build(logger *slog.Logger) retrieval.BuildOptions {
 }
 
 func runServe(ctx context.Context, e *env, args []string) error {
-	fs := newFlags(e, "serve", "--data DIR [--addr 127.0.0.1:8080] [--max-clock-skew 1h] [--api-key K ...] [--read-auth] [--train-every D] [--train-steps N] [--redis ADDR [--replica-id ID] [--redis-prefix P]]")
+	fs := newFlags(e, "serve", "--data DIR [--init] [--addr 127.0.0.1:8080] [--max-clock-skew 1h] [--api-key K ...] [--read-auth] [--train-every D] [--train-steps N] [--redis ADDR [--replica-id ID] [--redis-prefix P]]")
 	cfg := serveConfig{prior: defaultPriorFlags()}
 	fs.StringVar(&cfg.dataDir, "data", "", "data directory (event log in DIR/log, models in DIR/models) (required)")
 	fs.StringVar(&cfg.addr, "addr", defaultAddr, "listen address (loopback by default; give \":8080\" or HOST:PORT to listen on other interfaces)")
@@ -96,6 +99,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		cfg.apiKeys = append(cfg.apiKeys, s)
 		return nil
 	})
+	fs.BoolVar(&cfg.init, "init", false, "create the data directory when it does not exist and serve it empty (without --init a missing directory is an error: a typo would serve nothing)")
 	fs.StringVar(&cfg.addrFile, "addr-file", "", "once listening, write the listen address (HOST:PORT) to this file, whole (for scripts that give --addr 127.0.0.1:0)")
 	fs.BoolVar(&cfg.readAuth, "read-auth", false, "require an API key on read endpoints too")
 	fs.DurationVar(&cfg.trainEvery, "train-every", 0, "run a background training round on this period (e.g. 1h); 0: only on POST /v1/model/train")
@@ -136,9 +140,8 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		return errUsage
 	}
 	e = &env{stdout: e.stdout, stderr: e.stderr, logger: slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: lv}))}
-	if cfg.dataDir == "" {
-		fs.Usage()
-		return errUsage
+	if err := required(fs, "data"); err != nil {
+		return err
 	}
 	cfg.apiKeys = append(cfg.apiKeys, envAPIKeys(os.Getenv("HIR_API_KEYS"))...)
 	return serve(ctx, e, cfg)
@@ -160,6 +163,9 @@ func envAPIKeys(s string) []string {
 // shuts down gracefully (drain, stop the trainer, flush and close the log).
 func serve(ctx context.Context, e *env, cfg serveConfig) error {
 	logger := e.logger
+	if _, err := os.Stat(cfg.dataDir); errors.Is(err, os.ErrNotExist) && !cfg.init {
+		return fmt.Errorf("%w: data directory %s does not exist: give --init to start an empty one, or make it with `hir import --src SRC --data %s` (or `hir demo`)", errNoData, cfg.dataDir, cfg.dataDir)
+	}
 	var cl *cluster.Client
 	if cfg.redis != "" {
 		var err error

@@ -94,7 +94,7 @@ func TestServeRedisUnreachable(t *testing.T) {
 	e, _, _ := serveTestEnv(t)
 	dir := filepath.Join(t.TempDir(), "data")
 	start := time.Now()
-	err := serve(context.Background(), e, serveConfig{dataDir: dir, addr: "127.0.0.1:0", redis: "127.0.0.1:1"})
+	err := serve(context.Background(), e, serveConfig{dataDir: dir, init: true, addr: "127.0.0.1:0", redis: "127.0.0.1:1"})
 	if !errors.Is(err, errRedisUnreachable) || !strings.Contains(err.Error(), "127.0.0.1:1") {
 		t.Fatalf("serve with unreachable --redis = %v, want errRedisUnreachable naming the address", err)
 	}
@@ -197,7 +197,7 @@ func TestServeAddrFile(t *testing.T) {
 		}
 		got, want = string(b), addr.String()+"\n"
 	}
-	if err := serve(ctx, e, serveConfig{dataDir: filepath.Join(dir, "data"), addr: "127.0.0.1:0", addrFile: file, ready: ready}); err != nil {
+	if err := serve(ctx, e, serveConfig{dataDir: filepath.Join(dir, "data"), init: true, addr: "127.0.0.1:0", addrFile: file, ready: ready}); err != nil {
 		t.Fatalf("serve: %v\n%s", err, stderr)
 	}
 	if got != want || strings.HasSuffix(got, ":0\n") {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/hir-ads/hir/dataset"
@@ -23,9 +22,8 @@ func runSynth(ctx context.Context, e *env, args []string) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if *out == "" {
-		fs.Usage()
-		return errors.Join(errUsage, errors.New("--out is required"))
+	if err := required(fs, "out"); err != nil {
+		return err
 	}
 	sum, err := dataset.Synth(ctx, o, *out)
 	if err != nil {

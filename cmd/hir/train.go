@@ -24,9 +24,8 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if *data == "" {
-		fs.Usage()
-		return errUsage
+	if err := required(fs, "data"); err != nil {
+		return err
 	}
 	if *debugAddr != "" {
 		ln, err := listenDebug(*debugAddr, e.logger)

@@ -1064,7 +1064,7 @@ export interface operations {
         parameters: {
             query?: {
                 /**
-                 * @description Token level (default 0; ignored with parent, whose children are one level finer).
+                 * @description Token level (default 0; ignored with parent, whose children are one level finer); a level the served model does not have (each page says how many levels it has) is refused with 400.
                  * @example 0
                  */
                 level?: number;
