@@ -294,6 +294,7 @@ type world struct {
 	midParent, fineParent []int32 // coarse of each mid, mid of each fine
 
 	vocabCoarse, vocabMid, vocabFine [][]string
+	nameCoarse, nameMid, nameFine    []string // each interest's name ("sports", "running", "trail running")
 	noise                            []string
 	brand                            []string // per advertiser
 	regions                          []string

@@ -18,23 +18,31 @@ var (
 	codas  = []string{"", "", "", "n", "r", "s", "l", "x", "m", "nd", "st", "k"}
 )
 
-// Vocabulary sizes: words per interest at each level, and shared noise words.
-const (
-	wordsPerInterest = 6
-	noiseWords       = 1500
-	numRegions       = 12
-)
+// Vocabulary sizes of the made-up words that stand in for interests beyond
+// the built-in taxonomy: words per interest.
+const wordsPerInterest = 6
 
-// makeVocab draws the per-interest vocabularies, the noise words, brand names
-// and regions; all words are distinct.
+// makeVocab gives every interest its words: those of the built-in taxonomy
+// (taxonomy.go) where it has the interest, made-up words beyond it; and the
+// noise words, brand names and regions. Made-up words never repeat a word.
 func (w *world) makeVocab() {
 	r := w.rng(streamVocab)
 	seen := map[string]struct{}{}
+	for _, c := range taxonomy {
+		for _, l := range append(append([]taxMid{{c.name, c.words}}, c.mids...), c.facets...) {
+			for _, x := range l.words {
+				seen[x] = struct{}{}
+			}
+		}
+	}
+	for _, x := range noiseVocab {
+		seen[x] = struct{}{}
+	}
 	var sb strings.Builder
-	word := func(minSyl, maxSyl int) string {
+	word := func() string {
 		for try := 0; ; try++ {
 			sb.Reset()
-			n := minSyl + r.IntN(maxSyl-minSyl+1) + try/16 // longer words if the short ones run out
+			n := 2 + r.IntN(2) + try/16 // longer words if the short ones run out
 			for range n {
 				sb.WriteString(onsets[r.IntN(len(onsets))])
 				sb.WriteString(vowels[r.IntN(len(vowels))])
@@ -47,34 +55,69 @@ func (w *world) makeVocab() {
 			}
 		}
 	}
-	level := func(n, minSyl, maxSyl int) [][]string {
-		v := make([][]string, n)
-		for i := range v {
-			v[i] = make([]string, wordsPerInterest)
-			for j := range v[i] {
-				v[i][j] = word(minSyl, maxSyl)
-			}
+	madeUp := func() []string {
+		v := make([]string, wordsPerInterest)
+		for j := range v {
+			v[j] = word()
 		}
 		return v
 	}
-	w.vocabCoarse = level(w.o.Coarse, 2, 2)
-	w.vocabMid = level(w.o.Mid, 2, 3)
-	w.vocabFine = level(w.o.Fine, 2, 3)
-	w.noise = make([]string, noiseWords)
-	for i := range w.noise {
-		w.noise[i] = word(1, 2)
+	o := w.o
+	w.nameCoarse, w.vocabCoarse = make([]string, o.Coarse), make([][]string, o.Coarse)
+	for c := range o.Coarse {
+		if c < len(taxonomy) {
+			w.nameCoarse[c], w.vocabCoarse[c] = taxonomy[c].name, taxonomy[c].words
+		} else {
+			w.vocabCoarse[c] = madeUp()
+			w.nameCoarse[c] = w.vocabCoarse[c][0]
+		}
 	}
-	w.regions = make([]string, numRegions)
-	for i := range w.regions {
-		w.regions[i] = capitalize(word(2, 3))
+	// The k-th mid interest of a coarse interest is its taxonomy's k-th,
+	// the j-th fine interest of a mid interest its coarse interest's j-th
+	// facet.
+	firstMid, firstFine := map[int32]int{}, map[int32]int{}
+	w.nameMid, w.vocabMid = make([]string, o.Mid), make([][]string, o.Mid)
+	inTax := make([]bool, o.Mid)
+	for m := range o.Mid {
+		c := w.midParent[m]
+		if _, ok := firstMid[c]; !ok {
+			firstMid[c] = m
+		}
+		if k := m - firstMid[c]; int(c) < len(taxonomy) && k < len(taxonomy[c].mids) {
+			w.nameMid[m], w.vocabMid[m], inTax[m] = taxonomy[c].mids[k].name, taxonomy[c].mids[k].words, true
+		} else {
+			w.vocabMid[m] = madeUp()
+			w.nameMid[m] = w.vocabMid[m][0]
+		}
 	}
-	w.brand = make([]string, w.o.Advertisers)
-	for i := range w.brand {
-		w.brand[i] = capitalize(word(2, 3))
+	w.nameFine, w.vocabFine = make([]string, o.Fine), make([][]string, o.Fine)
+	for f := range o.Fine {
+		m := w.fineParent[f]
+		if _, ok := firstFine[m]; !ok {
+			firstFine[m] = f
+		}
+		c := w.midParent[m]
+		if j := f - firstFine[m]; inTax[m] && j < len(taxonomy[c].facets) {
+			w.vocabFine[f] = taxonomy[c].facets[j].words
+			w.nameFine[f] = taxonomy[c].facets[j].name + " " + w.nameMid[m]
+		} else {
+			w.vocabFine[f] = madeUp()
+			w.nameFine[f] = w.vocabFine[f][0] + " " + w.nameMid[m]
+		}
+	}
+	w.noise = noiseVocab
+	w.regions = regionNames
+	combos := len(brandHeads) * len(brandTails)
+	perm := r.Perm(combos)
+	w.brand = make([]string, o.Advertisers)
+	for a := range w.brand {
+		i := perm[a%combos]
+		w.brand[a] = brandHeads[i/len(brandTails)] + brandTails[i%len(brandTails)]
+		if a >= combos {
+			w.brand[a] += " " + strconv.Itoa(a/combos+1)
+		}
 	}
 }
-
-func capitalize(s string) string { return strings.ToUpper(s[:1]) + s[1:] }
 
 // textBuilder composes entity text from the vocabularies.
 type textBuilder struct {
@@ -83,26 +126,38 @@ type textBuilder struct {
 	words []string
 }
 
+// add appends n distinct words of vocab (all of them when it has fewer),
+// consecutive from a random one.
 func (t *textBuilder) add(vocab []string, n int) {
-	for range n {
-		t.words = append(t.words, vocab[t.r.IntN(len(vocab))])
+	start := t.r.IntN(len(vocab))
+	for i := range min(n, len(vocab)) {
+		t.words = append(t.words, vocab[(start+i)%len(vocab)])
 	}
 }
 
-// text returns head followed by words drawn from the fine interest f, its
-// parents and the noise vocabulary, in random order.
+// text returns head followed by words drawn from the fine interest f, then
+// its mid and coarse interests, then the noise vocabulary, as ad copy
+// reads: "Northwave trail rugged running marathon sports shop now".
 func (t *textBuilder) text(head string, f int32, nCoarse, nMid, nFine, nNoise int) string {
 	t.words = t.words[:0]
-	m := t.w.fineParent[f]
-	t.add(t.w.vocabCoarse[t.w.midParent[m]], nCoarse)
-	t.add(t.w.vocabMid[m], nMid)
-	t.add(t.w.vocabFine[f], nFine)
-	t.add(t.w.noise, nNoise)
-	t.r.Shuffle(len(t.words), func(i, j int) { t.words[i], t.words[j] = t.words[j], t.words[i] })
-	if head == "" {
-		return strings.Join(t.words, " ")
+	if head != "" {
+		t.words = append(t.words, head)
 	}
-	return head + " " + strings.Join(t.words, " ")
+	m := t.w.fineParent[f]
+	t.add(t.w.vocabFine[f], nFine)
+	t.add(t.w.vocabMid[m], nMid)
+	t.add(t.w.vocabCoarse[t.w.midParent[m]], nCoarse)
+	t.add(t.w.noise, nNoise)
+	return strings.Join(t.words, " ")
+}
+
+// capitalize upper-cases the first letter of each word of s.
+func capitalize(s string) string {
+	ws := strings.Fields(s)
+	for i, x := range ws {
+		ws[i] = strings.ToUpper(x[:1]) + x[1:]
+	}
+	return strings.Join(ws, " ")
 }
 
 // Precomputed JSON fragments.
@@ -175,8 +230,7 @@ func (w *world) writeEntities(ctx context.Context, bw *bufio.Writer, c *counter)
 		c.sum.EntitiesByType[t.String()] += n
 	}
 	for m := range w.o.Mid {
-		coarse := w.vocabCoarse[w.midParent[m]]
-		l.start(graph.NodeCategory, m, capitalize(coarse[0])+" / "+capitalize(w.vocabMid[m][0])+" "+w.vocabMid[m][1])
+		l.start(graph.NodeCategory, m, capitalize(w.nameCoarse[w.midParent[m]])+" / "+capitalize(w.nameMid[m]))
 		if err := l.end(bw); err != nil {
 			return err
 		}

@@ -21,7 +21,11 @@ type Truth struct {
 	MidParent  []int `json:"mid_parent"`
 	FineParent []int `json:"fine_parent"`
 	// Vocab holds each interest's words, per level.
-	Vocab    TruthVocab    `json:"vocab"`
+	Vocab TruthVocab `json:"vocab"`
+	// Names holds each interest's name, per level: "sports", "running",
+	// "trail running" (the built-in taxonomy's; an interest beyond it is
+	// named by its first made-up word).
+	Names    TruthNames    `json:"names"`
 	Entities []TruthEntity `json:"entities"`
 }
 
@@ -30,6 +34,13 @@ type TruthVocab struct {
 	Coarse [][]string `json:"coarse"`
 	Mid    [][]string `json:"mid"`
 	Fine   [][]string `json:"fine"`
+}
+
+// TruthNames holds the name of each interest at each level.
+type TruthNames struct {
+	Coarse []string `json:"coarse"`
+	Mid    []string `json:"mid"`
+	Fine   []string `json:"fine"`
 }
 
 // TruthEntity is one entity's planted interests. Fine is -1 for categories
@@ -96,6 +107,12 @@ func (w *world) writeTruth(bw *bufio.Writer) error {
 	b = appendWordLists(b, w.vocabMid)
 	b = append(b, ",\n"+`"fine":`...)
 	b = appendWordLists(b, w.vocabFine)
+	b = append(b, "},\n"+`"names":{"coarse":`...)
+	b = appendStrings(b, w.nameCoarse)
+	b = append(b, ",\n"+`"mid":`...)
+	b = appendStrings(b, w.nameMid)
+	b = append(b, ",\n"+`"fine":`...)
+	b = appendStrings(b, w.nameFine)
 	b = append(b, "},\n"+`"entities":[`...)
 	first := true
 	flush := func() error {
@@ -209,14 +226,19 @@ func appendWordLists(b []byte, v [][]string) []byte {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = append(b, '[')
-		for j, s := range words {
-			if j > 0 {
-				b = append(b, ',')
-			}
-			b = appendString(b, s)
+		b = appendStrings(b, words)
+	}
+	return append(b, ']')
+}
+
+// appendStrings appends words as a JSON array of strings.
+func appendStrings(b []byte, words []string) []byte {
+	b = append(b, '[')
+	for j, s := range words {
+		if j > 0 {
+			b = append(b, ',')
 		}
-		b = append(b, ']')
+		b = appendString(b, s)
 	}
 	return append(b, ']')
 }

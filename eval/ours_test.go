@@ -10,6 +10,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/blevesearch/bleve/v2/registry"
+
 	"github.com/hir-ads/hir/dataset"
 	"github.com/hir-ads/hir/graph"
 	"github.com/hir-ads/hir/model"
@@ -129,6 +131,7 @@ func TestOursEndToEnd(t *testing.T) {
 	if len(rep.Truth.InterestRecall) != 3 {
 		t.Errorf("interest recall for %d methods, want 3", len(rep.Truth.InterestRecall))
 	}
+	checkCoarseLabels(t, ctx, ours, data)
 
 	// The version was written under Dir, and can be loaded instead of trained.
 	dir, err := model.LatestVersionDir(ours.opts.Dir)
@@ -301,5 +304,92 @@ func TestOursReplayObserves(t *testing.T) {
 	}
 	if _, err := os.Stat(tmp); !os.IsNotExist(err) {
 		t.Errorf("Close left %s behind (stat: %v)", tmp, err)
+	}
+}
+
+// checkCoarseLabels (issue 52, goal 1): every coarse (level-0) token of the
+// served catalogue has a label, and the label of each token holding 5 ads
+// or more names a word of the planted coarse interest most of its ads
+// belong to (its words, or those of its mid and fine interests: the
+// synthetic world's real taxonomy).
+func checkCoarseLabels(t *testing.T, ctx context.Context, ours *Ours, data string) {
+	t.Helper()
+	truth, err := dataset.ReadTruth(filepath.Join(data, "truth.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	an, err := registry.NewCache().AnalyzerNamed("en")
+	if err != nil {
+		t.Fatal(err)
+	}
+	subtree := make([]map[string]bool, len(truth.Vocab.Coarse)) // stemmed words of each coarse interest's subtree
+	for c := range subtree {
+		subtree[c] = map[string]bool{}
+	}
+	addWords := func(c int, words []string) {
+		for _, w := range words {
+			for _, tok := range an.Analyze([]byte(w)) {
+				subtree[c][string(tok.Term)] = true
+			}
+		}
+	}
+	for c, words := range truth.Vocab.Coarse {
+		addWords(c, words)
+	}
+	for m, words := range truth.Vocab.Mid {
+		addWords(truth.MidParent[m], words)
+	}
+	for f, words := range truth.Vocab.Fine {
+		addWords(truth.MidParent[truth.FineParent[f]], words)
+	}
+	coarseOf := map[string]int{}
+	for _, e := range truth.Entities {
+		if e.Type == graph.NodeAd {
+			coarseOf[e.ID] = e.Coarse
+		}
+	}
+	levels, err := ours.TokenLevels()(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := map[int]map[int]int{} // token code -> planted coarse -> ads
+	for ad, code := range levels[0] {
+		if counts[code] == nil {
+			counts[code] = map[int]int{}
+		}
+		counts[code][coarseOf[ad]]++
+	}
+	cat := ours.Engine().Current().Gen.Catalogue
+	checked := 0
+	for _, tok := range cat.Tokens() {
+		if tok.Level() != 0 {
+			continue
+		}
+		info, _ := cat.Get(tok)
+		if info.Label == "" {
+			t.Errorf("coarse token %d has no label", tok.Code())
+		}
+		best, n, total := -1, 0, 0
+		for c, k := range counts[tok.Code()] {
+			total += k
+			if k > n || (k == n && c < best) {
+				best, n = c, k
+			}
+		}
+		if total < 5 {
+			continue
+		}
+		checked++
+		named := false
+		for _, w := range info.Words {
+			named = named || subtree[best][w]
+		}
+		if !named {
+			t.Errorf("coarse token %d (label %q): none of its words %v belongs to %q, the planted interest of %d of its %d ads",
+				tok.Code(), info.Label, info.Words, truth.Names.Coarse[best], n, total)
+		}
+	}
+	if checked == 0 {
+		t.Error("no coarse token holds 5 ads: the label check checked nothing")
 	}
 }
