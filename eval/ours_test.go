@@ -382,7 +382,9 @@ func checkCoarseLabels(t *testing.T, ctx context.Context, ours *Ours, data strin
 		checked++
 		named := false
 		for _, w := range info.Words {
-			named = named || subtree[best][w]
+			for _, tok := range an.Analyze([]byte(w)) {
+				named = named || subtree[best][string(tok.Term)]
+			}
 		}
 		if !named {
 			t.Errorf("coarse token %d (label %q): none of its words %v belongs to %q, the planted interest of %d of its %d ads",

@@ -22,10 +22,18 @@ type CatalogueOptions struct {
 	Analyzer string
 	// Words is the number of words in a label (default 4).
 	Words int
-	// AttrKeys are the attributes whose dominant values join the label
-	// (default category and brand); TopAttrs values per key (default 2).
+	// AttrKeys are the attributes whose dominant values TokenInfo.Attrs
+	// lists (default category and brand), TopAttrs values per key (default
+	// 2); the label names the first of each.
 	AttrKeys []string
 	TopAttrs int
+	// AttrName, when set, returns a readable name of an attribute value
+	// (the category's or brand's own text), which the label shows instead of
+	// the value; "" keeps the value.
+	AttrName func(key, value string) string
+	// ExcludeWords are words that never name a token (brand names, which
+	// the brand attribute names already).
+	ExcludeWords []string
 }
 
 // AttrCount is an attribute value and the number of member docs having it.
@@ -42,12 +50,15 @@ type TokenInfo struct {
 	Children []Token `json:"children,omitempty"`
 	// Size is the number of live docs whose bag holds the token.
 	Size int `json:"size"`
-	// Words are the most distinctive (stemmed) words of the members' text,
-	// by member frequency x idf against the whole catalogue.
+	// Words are the most distinctive words of the members' text, by member
+	// frequency x idf against the whole catalogue, counted by stem and
+	// shown as the members' text spells them most often.
 	Words []string `json:"words,omitempty"`
 	// Attrs holds the dominant values per AttrKeys key.
 	Attrs map[string][]AttrCount `json:"attrs,omitempty"`
-	// Label is a human label: words, then dominant attribute values.
+	// Label is a human label: the words, then the name of the dominant value
+	// of each AttrKeys key, joined by " · " ("trail hiking summit ·
+	// Sports / Hiking · Northwave"); the token itself when it has neither.
 	Label string `json:"label"`
 }
 
@@ -79,10 +90,20 @@ func BuildCatalogue(ctx context.Context, s *Snapshot, opts CatalogueOptions) (*C
 			return nil, fmt.Errorf("build catalogue: analyzer %q: %w", opts.Analyzer, err)
 		}
 	}
-	// Per-doc distinct term ids.
+	// Per-doc distinct term ids, and the spellings of each term (counted
+	// over its first surfaceSample occurrences).
 	termID := map[string]int32{}
 	var terms []string
 	var df []int
+	var surfaces []map[string]int32
+	excluded := map[string]bool{}
+	if an != nil {
+		for _, w := range opts.ExcludeWords {
+			for _, tok := range an.Analyze([]byte(w)) {
+				excluded[string(tok.Term)] = true
+			}
+		}
+	}
 	docTerms := map[uint32][]int32{}
 	it := s.live.Iterator()
 	nDocs := 0
@@ -98,9 +119,10 @@ func BuildCatalogue(ctx context.Context, s *Snapshot, opts CatalogueOptions) (*C
 			continue
 		}
 		var ids []int32
-		for _, tok := range an.Analyze([]byte(opts.Text(id))) {
+		text := opts.Text(id)
+		for _, tok := range an.Analyze([]byte(text)) {
 			w := string(tok.Term)
-			if len(w) < 2 {
+			if len(w) < 2 || excluded[w] {
 				continue
 			}
 			t, ok := termID[w]
@@ -109,6 +131,12 @@ func BuildCatalogue(ctx context.Context, s *Snapshot, opts CatalogueOptions) (*C
 				termID[w] = t
 				terms = append(terms, w)
 				df = append(df, 0)
+				surfaces = append(surfaces, map[string]int32{})
+			}
+			if sf := surfaces[t]; len(sf) < 8 && tok.Start >= 0 && tok.End <= len(text) && tok.Start < tok.End {
+				if n := sumCounts(sf); n < surfaceSample {
+					sf[strings.ToLower(text[tok.Start:tok.End])]++
+				}
 			}
 			ids = append(ids, t)
 		}
@@ -161,9 +189,12 @@ func BuildCatalogue(ctx context.Context, s *Snapshot, opts CatalogueOptions) (*C
 				}
 			}
 			info.Words = topWords(tf, df, terms, nDocs, size, opts.Words)
+			for i, w := range info.Words {
+				info.Words[i] = spelling(surfaces[termID[w]], w)
+			}
 			info.Attrs = topAttrs(attrs, opts.TopAttrs)
 		}
-		info.Label = label(info, opts.AttrKeys)
+		info.Label = label(info, opts.AttrKeys, opts.AttrName)
 		c.tokens[t] = info
 		c.order = append(c.order, t)
 	}
@@ -189,6 +220,9 @@ func topWords(tf map[int32]int, df []int, terms []string, nDocs, size, n int) []
 			continue
 		}
 		idf := math.Log(float64(nDocs+1) / float64(df[w]+1))
+		if idf <= 0 { // a word of every doc names nothing
+			continue
+		}
 		cands = append(cands, ws{w, float64(f) / float64(size) * idf})
 	}
 	slices.SortFunc(cands, func(a, b ws) int {
@@ -228,17 +262,50 @@ func topAttrs(attrs map[string]map[string]int, n int) map[string][]AttrCount {
 	return out
 }
 
-func label(info *TokenInfo, keys []string) string {
-	parts := slices.Clone(info.Words)
+// surfaceSample is how many occurrences of a term its spellings are counted
+// over.
+const surfaceSample = 64
+
+func sumCounts(m map[string]int32) int32 {
+	var n int32
+	for _, c := range m {
+		n += c
+	}
+	return n
+}
+
+// spelling returns the most frequent spelling in surfaces (ties: the
+// shortest, then the first in order), or stem when there is none.
+func spelling(surfaces map[string]int32, stem string) string {
+	best, bestN := stem, int32(0)
+	for s, n := range surfaces {
+		if n > bestN || (n == bestN && (len(s) < len(best) || len(s) == len(best) && s < best)) {
+			best, bestN = s, n
+		}
+	}
+	return best
+}
+
+func label(info *TokenInfo, keys []string, name func(key, value string) string) string {
+	parts := []string{}
+	if len(info.Words) > 0 {
+		parts = append(parts, strings.Join(info.Words, " "))
+	}
 	for _, k := range keys {
-		for _, ac := range info.Attrs[k] {
-			parts = append(parts, k+":"+ac.Value)
+		if acs := info.Attrs[k]; len(acs) > 0 {
+			v := acs[0].Value
+			if name != nil {
+				if n := name(k, v); n != "" {
+					v = n
+				}
+			}
+			parts = append(parts, v)
 		}
 	}
 	if len(parts) == 0 {
 		return info.Token.String()
 	}
-	return strings.Join(parts, " ")
+	return strings.Join(parts, " · ")
 }
 
 // Get returns the description of t.

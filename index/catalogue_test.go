@@ -56,8 +56,8 @@ func TestCatalogueAndText(t *testing.T) {
 				t.Errorf("%v Words = %v contains non-distinctive %q", tok, info.Words, w)
 			}
 		}
-		if len(info.Attrs[AttrCategory]) == 0 || !strings.Contains(info.Label, "category:") {
-			t.Errorf("%v Label = %q, Attrs = %v, want dominant categories", tok, info.Label, info.Attrs)
+		if len(info.Attrs[AttrCategory]) == 0 || !strings.Contains(info.Label, " · "+info.Attrs[AttrCategory][0].Value) {
+			t.Errorf("%v Label = %q, Attrs = %v, want the dominant category after the words", tok, info.Label, info.Attrs)
 		}
 		for _, ch := range info.Children {
 			ci, _ := cat.Get(ch)
@@ -108,5 +108,49 @@ func TestCatalogueAndText(t *testing.T) {
 	}
 	if _, err := ti.Search(ctx, `title:"unterminated`, 10); err == nil {
 		t.Errorf("Search(bad syntax) error = nil")
+	}
+}
+
+// TestCatalogueLabelsRead (issue 52, goal 1): a label's words are spelled
+// as the members' text spells them (not as stems), words of every doc and
+// excluded words (brand names) never name a token, and attribute values
+// are shown by their names.
+func TestCatalogueLabelsRead(t *testing.T) {
+	ix, s := testIndex(t, 400, 7)
+	snap := ix.Snapshot()
+	q := snap.Quantizer()
+	vocab := []string{"Running Shoes", "garden hoses", "coffee beans", "guitar strings"}
+	text := map[uint32]string{}
+	for _, d := range s.docs {
+		c, _ := q.argmaxDot(0, d.Embedding)
+		text[d.ID] = fmt.Sprintf("Acmebrand %s for everyone, item %d", vocab[int(c)%len(vocab)], d.ID)
+	}
+	cat, err := BuildCatalogue(context.Background(), snap, CatalogueOptions{Text: func(id uint32) string { return text[id] },
+		ExcludeWords: []string{"Acmebrand"},
+		AttrName:     func(key, value string) string { return "the " + key + " " + value }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	labelled := 0
+	for code := range q.LevelSize(0) {
+		info, _ := cat.Get(mustToken(0, code))
+		if info.Size == 0 {
+			continue
+		}
+		labelled++
+		for _, w := range info.Words {
+			switch w {
+			case "run", "shoe", "hose", "bean", "string":
+				t.Errorf("%v Words = %v: a stem, want the text's spelling", info.Token, info.Words)
+			case "acmebrand", "everyone", "item":
+				t.Errorf("%v Words = %v: %q is excluded or in every doc", info.Token, info.Words, w)
+			}
+		}
+		if len(info.Words) == 0 || !strings.Contains(info.Label, strings.Join(info.Words, " ")+" · the category ") {
+			t.Errorf("%v Label = %q, want its words, then the category's name", info.Token, info.Label)
+		}
+	}
+	if labelled == 0 {
+		t.Fatal("no coarse token has members")
 	}
 }

@@ -3,6 +3,7 @@ package retrieval
 import (
 	"context"
 	"fmt"
+	"strings"
 	"log/slog"
 	"runtime"
 	"slices"
@@ -181,11 +182,37 @@ func buildIndex(ctx context.Context, gen *Generation, store *graph.Store, opts B
 	return ix, nil
 }
 
-// buildCatalogue labels the tokens of s's index from the ads' text.
+// attrNodeTypes are the attributes whose values are entity ids: a label
+// names them by the entity's text.
+var attrNodeTypes = map[string]graph.NodeType{index.AttrCategory: graph.NodeCategory, index.AttrBrand: graph.NodeBrand,
+	"advertiser": graph.NodeAdvertiser, "campaign": graph.NodeCampaign, "product": graph.NodeProduct}
+
+// buildCatalogue labels the tokens of s's index from the ads' text; the
+// labels name categories and brands by their text, and brand names are not
+// counted among a token's words (the brand already names them).
 func buildCatalogue(ctx context.Context, s *Served, store *graph.Store) error {
+	var brands []string
+	for i := range store.NumNodes(graph.NodeBrand) {
+		if e := store.Entity(graph.NodeID{Type: graph.NodeBrand, Idx: uint32(i)}); e != nil && e.Text != "" && len(e.Text) <= 64 {
+			brands = append(brands, e.Text)
+		}
+	}
 	cat, err := index.BuildCatalogue(ctx, s.Live.Index.Snapshot(), index.CatalogueOptions{Text: func(id uint32) string {
 		if e := store.Entity(graph.NodeID{Type: graph.NodeAd, Idx: id}); e != nil {
 			return e.Text
+		}
+		return ""
+	}, ExcludeWords: brands, AttrName: func(key, value string) string {
+		t, ok := attrNodeTypes[key]
+		if !ok {
+			return ""
+		}
+		n, ok := store.Lookup(graph.Ref{Type: t, ID: value})
+		if !ok {
+			return ""
+		}
+		if e := store.Entity(n); e != nil && e.Text != "" {
+			return clipName(e.Text)
 		}
 		return ""
 	}})
@@ -194,6 +221,19 @@ func buildCatalogue(ctx context.Context, s *Served, store *graph.Store) error {
 	}
 	s.Gen.Catalogue = cat
 	return nil
+}
+
+// clipName returns the first line of text, at most 40 bytes of it (cut on a
+// word), as the name of an entity in a label.
+func clipName(text string) string {
+	text, _, _ = strings.Cut(text, "\n")
+	if len(text) <= 40 {
+		return text
+	}
+	if i := strings.LastIndexByte(text[:40], ' '); i > 0 {
+		return text[:i] + "…"
+	}
+	return text[:40] + "…"
 }
 
 // adAttrs derives the filterable attributes of an ad from its content and

@@ -913,19 +913,19 @@ export interface operations {
                      *         {
                      *           "token": "0.15",
                      *           "level": 0,
-                     *           "label": "breaflou sachar category:cat0 brand:b1",
+                     *           "label": "lightweight breathable airy · Sports / Running · Northwave",
                      *           "weight": 0.63
                      *         },
                      *         {
                      *           "token": "1.51",
                      *           "level": 1,
-                     *           "label": "houweshen priroast category:cat0 brand:b1",
+                     *           "label": "lightweight airy jogging pace · Sports / Running · Northwave",
                      *           "weight": 0.54
                      *         },
                      *         {
                      *           "token": "2.19",
                      *           "level": 2,
-                     *           "label": "L2:19",
+                     *           "label": "lightweight breathable jogging · Sports / Running · Northwave",
                      *           "weight": 0.6
                      *         }
                      *       ]
@@ -1029,7 +1029,7 @@ export interface operations {
                      * @example {
                      *       "token": "0.1",
                      *       "level": 0,
-                     *       "label": "coajousten moatoutraix category:cat2 brand:b0",
+                     *       "label": "waterproof allweather durable · Sports / Football · Bluecraft",
                      *       "children": [
                      *         "1.0",
                      *         "1.18",
@@ -1097,7 +1097,7 @@ export interface operations {
                      *         {
                      *           "token": "0.1",
                      *           "level": 0,
-                     *           "label": "coajousten moatoutraix category:cat2 brand:b0",
+                     *           "label": "waterproof allweather durable · Sports / Football · Bluecraft",
                      *           "size": 9,
                      *           "children": 4,
                      *           "sample_members": [
@@ -1269,14 +1269,14 @@ export interface operations {
                      *           "x": 0.42,
                      *           "y": -0.13,
                      *           "token": "0.3",
-                     *           "label": "stegroal hiedroustem category:cat0 brand:b1"
+                     *           "label": "trail outdoor rugged running · Sports / Running · Northwave"
                      *         }
                      *       ],
                      *       "interests": [
                      *         {
                      *           "token": "0.3",
                      *           "level": 0,
-                     *           "label": "stegroal hiedroustem category:cat0 brand:b1",
+                     *           "label": "trail outdoor rugged running · Sports / Running · Northwave",
                      *           "weight": 1
                      *         }
                      *       ]
