@@ -493,21 +493,21 @@ export interface components {
             keyword_match?: boolean;
             tokens?: components["schemas"]["TokenRef"][];
         };
-        /** @description The terms of a candidate's score, which is their sum (with explain). */
+        /** @description The terms of a candidate's score, which is their sum (with explain). A score ranks the candidates of one request: it is not a probability, and it is not comparable across users or model versions. On hir demo's world the top 10 of a known user score about 1 to 1.5 (similarity 0.5 to 1, prior up to 0.55, co-engagement mostly 0), those of a fresh user with three recent clicks 1 to 4.5 (co-engagement up to 5); docs/serving.md, "Score scales", gives the command and the table. */
         ScoreParts: {
             /**
              * Format: float
-             * @description Dot product of the user's and the ad's embeddings.
+             * @description Dot product of the user's and the ad's embeddings: the cosine of their unit-length encoder vectors (-1 to 1) plus the collaborative score of their appended spectral factors (0 for an ad or user without engagement). About 0.5 to 2 for a user's top ads.
              */
             similarity: number;
             /**
              * Format: float
-             * @description prior_weight times the ad's engagement prior (its new-user prior for a new user), plus, for a fresh ad, what its floored popularity coordinate adds to the similarity.
+             * @description prior_weight times the ad's engagement prior, ln(1 + its recency-weighted engagement count) (its new-user prior for a new user; floored for a freshly launched ad), plus, for a fresh ad, what its floored popularity coordinate adds to the similarity. 0 to about 10 times prior_weight (ln(1 + 20,000) is 9.9); 0 with prior_weight 0.
              */
             prior: number;
             /**
              * Format: float
-             * @description coengagement_weight times the ad's co-engagement with the user's recent ads.
+             * @description coengagement_weight times the ad's co-engagement with the user's recent distinct ads: the sum, over the last 50, most recent first, of 2^(-i/5) times the decay of that engagement's age times the cosine of the two ads' co-engagement (0 to 1). 0 to 7.7 times coengagement_weight (default 5); 0 for an ad never engaged next to the user's.
              */
             coengagement: number;
         };
