@@ -249,7 +249,7 @@ func (s *Server) ListEntityEvents(w http.ResponseWriter, r *http.Request, pType 
 	}
 	nid, ok := s.store.Lookup(ref)
 	if !ok {
-		s.writeProblem(w, r, notFoundf("%s: not found", ref))
+		s.writeProblem(w, r, fmt.Errorf("%w: unknown entity %s", retrieval.ErrNotFound, ref))
 		return
 	}
 	out := api.EventPage{Entity: apiRef(ref), Events: []api.EventRecord{}}

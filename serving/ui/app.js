@@ -690,9 +690,8 @@ function treemap(page, select) {
         s("rect", { x: x.toFixed(1), y: y.toFixed(1), width: Math.max(0, w - 1).toFixed(1), height: Math.max(0, hgt - 1).toFixed(1), fill: colour(t.token) }),
         s("title", {}, `${t.token} ${t.label ?? ""} · ${fmt(t.size)} ads`)
       );
-      if (w > 46 && hgt > 18) {
-        r.append(s("text", { x: x + 4, y: y + 13 }, `${t.token} · ${fmt(t.size)}`));
-      }
+      const label = cellLabel(t, w - 1, hgt - 1);
+      if (label) r.append(s("text", { x: x + 3, y: y + label.size + 2, style: `font-size:${label.size}px`, "data-testid": "treemap-label" }, label.text));
       r.addEventListener("click", () => select(t.token));
       svg.append(r);
       return;
@@ -718,6 +717,13 @@ function treemap(page, select) {
     svg,
     h("div", { class: "muted" }, `Areas are sizes: the ${items.length} largest tokens of level ${page.level} on this page (${fmt(page.total)} in all); click one for its ads.`)
   );
+}
+var CHAR_W = 0.62;
+function cellLabel(t, w, hgt) {
+  for (const [text, size] of [[`${t.token} · ${fmt(t.size)}`, 12], [t.token, 12], [t.token, 9]]) {
+    if (text.length * size * CHAR_W + 6 <= w && size + 5 <= hgt) return { text, size };
+  }
+  return null;
 }
 function renderTokens(app, el, page, q, select) {
   fill(el);
@@ -1077,7 +1083,7 @@ function versionMarks(hist) {
 }
 var CW = 640;
 var CH = 220;
-var M = { l: 52, r: 12, t: 24, b: 28 };
+var M = { l: 52, r: 12, t: 24, b: 40 };
 function lineChart(series, marks, id) {
   const all = series.flatMap((s2) => s2.points);
   let [x0, x1] = [Math.min(...all.map((p) => p[0])), Math.max(...all.map((p) => p[0]))];
@@ -1105,9 +1111,9 @@ function lineChart(series, marks, id) {
   for (let i = 0; i <= 4; i++) xticks.add(Math.round(x0 + (x1 - x0) * i / 4));
   for (const x of xticks) {
     if (x < x0 || x > x1) continue;
-    svg.append(s("text", { x: X(x), y: CH - 8, "text-anchor": "middle", class: "tick" }, fmt(x)));
+    svg.append(s("text", { x: X(x), y: CH - M.b + 14, "text-anchor": "middle", class: "tick" }, fmt(x)));
   }
-  svg.append(s("text", { x: CW - M.r, y: CH - M.b - 4, "text-anchor": "end", class: "tick" }, "training step"));
+  svg.append(s("text", { x: (M.l + CW - M.r) / 2, y: CH - 4, "text-anchor": "middle", class: "tick axis-title", "data-testid": "x-axis-title" }, "training step"));
   for (const [x, v] of marks) {
     svg.append(
       s("line", { x1: X(x), x2: X(x), y1: M.t, y2: CH - M.b, class: "version-mark" }),

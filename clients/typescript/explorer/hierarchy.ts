@@ -80,9 +80,8 @@ function treemap(page: Schemas["TokenPage"], select: (t: string) => void): Eleme
       const r = s("g", { class: "cell", "data-token": t.token, "data-testid": "treemap-cell" },
         s("rect", { x: x.toFixed(1), y: y.toFixed(1), width: Math.max(0, w - 1).toFixed(1), height: Math.max(0, hgt - 1).toFixed(1), fill: colour(t.token) }),
         s("title", {}, `${t.token} ${t.label ?? ""} · ${fmt(t.size)} ads`));
-      if (w > 46 && hgt > 18) {
-        r.append(s("text", { x: x + 4, y: y + 13 }, `${t.token} · ${fmt(t.size)}`));
-      }
+      const label = cellLabel(t, w - 1, hgt - 1);
+      if (label) r.append(s("text", { x: x + 3, y: y + label.size + 2, style: `font-size:${label.size}px`, "data-testid": "treemap-label" }, label.text));
       r.addEventListener("click", () => select(t.token));
       svg.append(r);
       return;
@@ -104,6 +103,21 @@ function treemap(page: Schemas["TokenPage"], select: (t: string) => void): Eleme
   layout(items, 0, 0, TM_W, TM_H);
   return h("div", { class: "treemap-box" }, svg,
     h("div", { class: "muted" }, `Areas are sizes: the ${items.length} largest tokens of level ${page.level} on this page (${fmt(page.total)} in all); click one for its ads.`));
+}
+
+/** The widest a treemap label's character is, as a share of its font size (monospace). */
+const CHAR_W = 0.62;
+
+/**
+ * cellLabel returns the longest label that fits a w x hgt cell: the token
+ * and its size, else the token alone, in 12px, then in 9px; null when not
+ * even that fits (the cell's title still names it).
+ */
+export function cellLabel(t: TokenSummary, w: number, hgt: number): { text: string; size: number } | null {
+  for (const [text, size] of [[`${t.token} · ${fmt(t.size)}`, 12], [t.token, 12], [t.token, 9]] as const) {
+    if (text.length * size * CHAR_W + 6 <= w && size + 5 <= hgt) return { text, size };
+  }
+  return null;
 }
 
 function renderTokens(app: App, el: HTMLElement, page: Schemas["TokenPage"], q: ListQuery, select: (t: string) => void): void {

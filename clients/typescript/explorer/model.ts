@@ -99,7 +99,7 @@ interface Series {
 
 const CW = 640;
 const CH = 220;
-const M = { l: 52, r: 12, t: 24, b: 28 };
+const M = { l: 52, r: 12, t: 24, b: 40 };
 
 /** lineChart draws series as lines with dots, axes with a few ticks, and dashed marks where a new version starts. */
 function lineChart(series: Series[], marks: [number, string][], id: string): SVGSVGElement {
@@ -127,9 +127,10 @@ function lineChart(series: Series[], marks: [number, string][], id: string): SVG
   for (let i = 0; i <= 4; i++) xticks.add(Math.round(x0 + ((x1 - x0) * i) / 4));
   for (const x of xticks) {
     if (x < x0 || x > x1) continue;
-    svg.append(s("text", { x: X(x), y: CH - 8, "text-anchor": "middle", class: "tick" }, fmt(x)));
+    svg.append(s("text", { x: X(x), y: CH - M.b + 14, "text-anchor": "middle", class: "tick" }, fmt(x)));
   }
-  svg.append(s("text", { x: CW - M.r, y: CH - M.b - 4, "text-anchor": "end", class: "tick" }, "training step"));
+  // Under the tick labels, outside the plot: it never covers a point.
+  svg.append(s("text", { x: (M.l + CW - M.r) / 2, y: CH - 4, "text-anchor": "middle", class: "tick axis-title", "data-testid": "x-axis-title" }, "training step"));
   for (const [x, v] of marks) {
     svg.append(s("line", { x1: X(x), x2: X(x), y1: M.t, y2: CH - M.b, class: "version-mark" }),
       s("text", { x: X(x) + 3, y: M.t + 10, class: "tick" }, v));

@@ -84,6 +84,19 @@ test("hierarchy: treemap, rows, a token's ads with paging, children", async () =
   // The treemap: one cell per token with ads; a click selects the token.
   const withAds = want.tokens.filter((t) => t.size > 0);
   assert.deepEqual(await page.getByTestId("treemap-cell").evaluateAll((els) => els.map((e) => e.dataset.token)), withAds.map((t) => t.token));
+  // Every cell big enough for its token shows a label, and every label fits
+  // its cell (issue 52: small cells lost their labels, or cut them).
+  const cells = await page.getByTestId("treemap-cell").evaluateAll((els) => els.map((g) => {
+    const r = g.querySelector("rect").getBBox();
+    const t = g.querySelector("text");
+    const b = t ? t.getBBox() : null;
+    return { token: g.dataset.token, w: r.width, h: r.height, x: r.x, y: r.y, label: t ? t.textContent : null,
+      fits: b ? b.x >= r.x && b.y >= r.y - 0.5 && b.x + b.width <= r.x + r.width + 0.5 && b.y + b.height <= r.y + r.height + 0.5 : true };
+  }));
+  for (const c of cells) {
+    assert.ok(c.fits, `treemap label ${JSON.stringify(c.label)} overflows its ${c.w.toFixed(0)}x${c.h.toFixed(0)} cell`);
+    if (c.w >= 40 && c.h >= 16) assert.ok(c.label && c.label.startsWith(c.token), `treemap cell ${c.token} (${c.w.toFixed(0)}x${c.h.toFixed(0)}) shows no label`);
+  }
   if (withAds.length > 1) {
     await page.locator(`[data-testid="treemap-cell"][data-token="${withAds[1].token}"]`).click();
     await page.locator('[data-testid="token-detail"] h2').filter({ hasText: withAds[1].token }).waitFor();
@@ -206,6 +219,10 @@ test("user: interests, events, retrieval with score parts, a posted click", asyn
   assert.equal(res.status, 404);
   const shown = await problem.innerText();
   assert.ok(shown.includes(p.title) && shown.includes(p.detail), `problem box ${JSON.stringify(shown)}, want ${p.title} / ${p.detail}`);
+  // The events panel words the same 404 the same way (issue 52).
+  const evProblem = page.getByTestId("events").getByTestId("problem");
+  await evProblem.waitFor();
+  assert.equal(await evProblem.innerText(), shown, "the interests and events panels word the unknown user differently");
 });
 
 test("model: version, index size, training state, loss chart, entropy; a training round shows as running", async () => {
@@ -222,6 +239,22 @@ test("model: version, index size, training state, loss chart, entropy; a trainin
     return m;
   };
   await check();
+  // The x axis title sits under the tick labels, outside the plot, and
+  // covers no point (issue 52: it overlapped the last one).
+  for (const chart of ["loss-chart", "auc-chart"]) {
+    const geo = await page.getByTestId(chart).evaluate((svg) => {
+      const box = (e) => { const b = e.getBBox(); return { x: b.x, y: b.y, w: b.width, h: b.height }; };
+      const title = svg.querySelector('[data-testid="x-axis-title"]');
+      return { title: title ? box(title) : null, dots: [...svg.querySelectorAll("circle")].map(box),
+        grid: Math.max(...[...svg.querySelectorAll("line.grid-line")].map((l) => Number(l.getAttribute("y1")))) };
+    });
+    assert.ok(geo.title, `${chart} has no x axis title`);
+    assert.ok(geo.title.y >= geo.grid, `${chart}: the axis title (top ${geo.title.y.toFixed(1)}) is inside the plot (bottom ${geo.grid.toFixed(1)})`);
+    for (const d of geo.dots) {
+      const apart = d.x + d.w <= geo.title.x || geo.title.x + geo.title.w <= d.x || d.y + d.h <= geo.title.y || geo.title.y + geo.title.h <= d.y;
+      assert.ok(apart, `${chart}: the axis title covers a point at ${d.x.toFixed(1)},${d.y.toFixed(1)}`);
+    }
+  }
   assert.equal(await text('[data-testid="training"]'), "idle");
   // A background round (POST /v1/model/train): the page polls GET /v1/model
   // and shows it running. (Its end is not awaited: a round takes tens of
