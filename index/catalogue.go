@@ -58,7 +58,8 @@ type TokenInfo struct {
 	Attrs map[string][]AttrCount `json:"attrs,omitempty"`
 	// Label is a human label: the words, then the name of the dominant value
 	// of each AttrKeys key, joined by " · " ("trail hiking summit ·
-	// Sports / Hiking · Northwave"); the token itself when it has neither.
+	// Sports / Hiking · Northwave"); for a token without ads, "(no ads yet) "
+	// and its parent's label; else the token itself.
 	Label string `json:"label"`
 }
 
@@ -198,10 +199,16 @@ func BuildCatalogue(ctx context.Context, s *Snapshot, opts CatalogueOptions) (*C
 		c.tokens[t] = info
 		c.order = append(c.order, t)
 	}
+	// Parents come before their children in c.order (by level): a token
+	// without ads is labelled by its parent, so that every token reads.
 	for _, t := range c.order {
-		if p := c.tokens[t].Parent; p != nil {
+		info := c.tokens[t]
+		if p := info.Parent; p != nil {
 			if pi := c.tokens[*p]; pi != nil {
 				pi.Children = append(pi.Children, t)
+				if info.Size == 0 && len(info.Words) == 0 && len(info.Attrs) == 0 && pi.Label != "" {
+					info.Label = noAds + strings.TrimPrefix(pi.Label, noAds)
+				}
 			}
 		}
 	}
@@ -261,6 +268,9 @@ func topAttrs(attrs map[string]map[string]int, n int) map[string][]AttrCount {
 	}
 	return out
 }
+
+// noAds prefixes the label of a token without ads, which is its parent's.
+const noAds = "(no ads yet) "
 
 // surfaceSample is how many occurrences of a term its spellings are counted
 // over.
