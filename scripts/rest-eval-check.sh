@@ -3,8 +3,9 @@
 # It synthesises a small world, starts an empty `hir serve` on loopback, scores it through its
 # REST API with `hir eval --service` (chrono: the training window is posted, the service trains a
 # short model on it, then answers POST /v1/retrieve for every test user), scores the very model the
-# service trained in process with `hir eval --model` on the same split, prints both recall@20 rows
-# and fails when they differ by more than TOL.
+# service trained in process with `hir eval --model` on the same split, prints both rows of the
+# whole test set and of its cold items (new ads), and fails when recall@20, or the cold items'
+# recall@50, differs by more than TOL.
 #
 # TOL (default 0.01): both paths score the same weights over the same graph with the same re-rank,
 # and agree exactly today (0.2411 = 0.2411 on the default world, 47 queries). A query of n relevant
@@ -55,14 +56,19 @@ step "hir eval --model (the service's model, in process)"
 "$WORK/hir" eval --data "$WORK/world" --model "$WORK/data" --methods ours --exhaustive-max 16384 \
 	--md "$WORK/ours.md" >/dev/null 2>"$WORK/eval-ours.log"
 
-# Columns: | method | slice | queries | recall@10 | recall@20 | ...
-row() { awk -F'|' -v m="$2" '$2 == " " m " " && $3 == " all " { print }' "$1"; }
+# Columns: | method | slice | queries | recall@10 | recall@20 | recall@50 | ...
+row() { awk -F'|' -v m="$2" -v s="${3:-all}" '$2 == " " m " " && $3 == " " s " " { print }' "$1"; }
 recall20() { row "$1" "$2" | awk -F'|' '{ gsub(/ /, "", $6); print $6 }'; }
+coldRecall50() { row "$1" "$2" cold_items | awk -F'|' '{ gsub(/ /, "", $7); print $7 }'; }
 svc=$(recall20 "$WORK/service.md" service)
 ours=$(recall20 "$WORK/ours.md" ours-tokens)
-echo "| method | slice | queries | recall@10 | recall@20 |"
-row "$WORK/service.md" service | cut -d'|' -f1-6 | sed 's/$/|/'
-row "$WORK/ours.md" ours-tokens | cut -d'|' -f1-6 | sed 's/$/|/'
+svcCold=$(coldRecall50 "$WORK/service.md" service)
+oursCold=$(coldRecall50 "$WORK/ours.md" ours-tokens)
+echo "| method | slice | queries | recall@10 | recall@20 | recall@50 |"
+for s in all cold_items; do
+	row "$WORK/service.md" service "$s" | cut -d'|' -f1-7 | sed 's/$/|/'
+	row "$WORK/ours.md" ours-tokens "$s" | cut -d'|' -f1-7 | sed 's/$/|/'
+done
 grep '^service:' "$WORK/service.md" || true
 step "done in $(($(date +%s) - start)) s"
 if [ -z "$svc" ] || [ -z "$ours" ]; then
@@ -73,4 +79,14 @@ if ! awk -v a="$svc" -v b="$ours" -v t="$TOL" 'BEGIN { d = a - b; if (d < 0) d =
 	echo "rest-eval-check.sh: REST recall@20 $svc vs in-process $ours: differ by more than $TOL (or zero); logs in $WORK" >&2
 	exit 1
 fi
-echo "rest-eval-check.sh: REST recall@20 $svc, in-process $ours (tolerance $TOL): ok"
+# The new ads too (issue 49): the cold-item slice's recall@50 (relevant ads without an event
+# before the cut) must agree as well; the world has such queries.
+if [ -z "$svcCold" ] || [ -z "$oursCold" ]; then
+	echo "rest-eval-check.sh: missing cold-item recall@50 (service '$svcCold', in-process '$oursCold'); logs in $WORK" >&2
+	exit 1
+fi
+if ! awk -v a="$svcCold" -v b="$oursCold" -v t="$TOL" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= t) }'; then
+	echo "rest-eval-check.sh: REST cold-item recall@50 $svcCold vs in-process $oursCold: differ by more than $TOL; logs in $WORK" >&2
+	exit 1
+fi
+echo "rest-eval-check.sh: REST recall@20 $svc, in-process $ours; cold items recall@50 $svcCold, $oursCold (tolerance $TOL): ok"
