@@ -419,7 +419,7 @@ func moveAside(path string, off int64) (string, error) {
 		err = os.Rename(f.Name(), out)
 	}
 	if err == nil {
-		err = syncDir(dir)
+		err = SyncDir(dir)
 	}
 	if err != nil {
 		return "", errors.Join(fmt.Errorf("move damaged tail aside: %w", err), os.Remove(f.Name()))
@@ -443,7 +443,7 @@ func (l *Log) createSegment(num uint64) error {
 			f.Close()
 			return fmt.Errorf("sync segment header: %w", err)
 		}
-		if err := syncDir(l.dir); err != nil {
+		if err := SyncDir(l.dir); err != nil {
 			f.Close()
 			return fmt.Errorf("sync log directory: %w", err)
 		}

@@ -314,7 +314,7 @@ func walkLog(ctx context.Context, dir string, repair bool) (CheckReport, error) 
 	}
 	rep.MovedAside = aside
 	if repair && len(rep.Damage) > 0 {
-		if err := syncDir(dir); err != nil {
+		if err := SyncDir(dir); err != nil {
 			return rep, fmt.Errorf("sync log directory: %w", err)
 		}
 	}

@@ -211,8 +211,9 @@ func completeAt(data []byte, off int64) bool {
 	return wholePayload(data[off+recordHeaderSize:], binary.LittleEndian.Uint32(data[off+4:]))
 }
 
-// syncDir fsyncs a directory so that file creations in it are durable.
-func syncDir(dir string) error {
+// SyncDir fsyncs the directory dir, so that the files created, renamed
+// or removed in it are durable.
+func SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err

@@ -87,7 +87,7 @@ func (o *outbox) add(b eventlog.Batch) error {
 		err = os.Rename(f.Name(), o.path(n))
 	}
 	if err == nil {
-		err = syncDir(o.dir)
+		err = eventlog.SyncDir(o.dir)
 	}
 	if err != nil {
 		return errors.Join(fmt.Errorf("queue batch in outbox: %w", err), os.Remove(f.Name()))
@@ -163,22 +163,8 @@ func (o *outbox) flush(ctx context.Context, publish func(context.Context, eventl
 		o.mtx.Unlock()
 	}
 	if sent > 0 {
-		_ = syncDir(o.dir)
+		_ = eventlog.SyncDir(o.dir)
 		o.logger.Info("outbox: queued batches published to the cluster stream", "batches", sent, "left", o.len())
 	}
 	return sent > 0 && o.len() == 0
-}
-
-// syncDir fsyncs a directory so that the creations and removals in it are
-// durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }

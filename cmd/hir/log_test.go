@@ -94,17 +94,7 @@ func TestServeCorruptLog(t *testing.T) {
 		})
 	}
 
-	e, _, stderr := serveTestEnv(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var events int64
-	err = serve(ctx, e, serveConfig{dataDir: dir, addr: "127.0.0.1:0", ready: func(_ context.Context, srv *serving.Server, _ net.Addr) {
-		events = srv.Store().NumEvents()
-		cancel()
-	}})
-	if err != nil {
-		t.Fatalf("serve after repair: %v\n%s", err, stderr)
-	}
+	events, _ := serveEvents(t, dir)
 	if events != 39*3 {
 		t.Errorf("serve after repair replayed %d events, want %d", events, 39*3)
 	}
@@ -143,17 +133,7 @@ func TestLastRecordFlip(t *testing.T) {
 	}
 	check(1, "corrupt last record", "checksum mismatch", "CORRUPT at its end")
 
-	e, _, stderr := serveTestEnv(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var events int64
-	err = serve(ctx, e, serveConfig{dataDir: dir, addr: "127.0.0.1:0", ready: func(_ context.Context, srv *serving.Server, _ net.Addr) {
-		events = srv.Store().NumEvents()
-		cancel()
-	}})
-	if err != nil {
-		t.Fatalf("serve: %v\n%s", err, stderr)
-	}
+	events, stderr := serveEvents(t, dir)
 	if events != 9*3 {
 		t.Errorf("serve replayed %d events, want the 9 undamaged batches' %d", events, 9*3)
 	}
@@ -171,6 +151,24 @@ func TestLastRecordFlip(t *testing.T) {
 		t.Fatal(err)
 	}
 	check(0, "event log clean")
+}
+
+// serveEvents starts serve on dir, stops it once it is ready and returns
+// the number of events it replayed and its log.
+func serveEvents(t *testing.T, dir string) (int64, *syncBuffer) {
+	t.Helper()
+	e, _, stderr := serveTestEnv(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var events int64
+	err := serve(ctx, e, serveConfig{dataDir: dir, addr: "127.0.0.1:0", ready: func(_ context.Context, srv *serving.Server, _ net.Addr) {
+		events = srv.Store().NumEvents()
+		cancel()
+	}})
+	if err != nil {
+		t.Fatalf("serve %s: %v\n%s", dir, err, stderr)
+	}
+	return events, stderr
 }
 
 // TestServeExposure: serve binds loopback by default and warns loudly when
