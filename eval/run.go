@@ -13,7 +13,7 @@ import (
 )
 
 // MethodNames lists the baselines [NewMethod] builds, in report order.
-var methodNames = [...]string{"popularity", MethodRecentPopularity, "item-knn", "bpr", "content"}
+var methodNames = [...]string{"popularity", MethodRecentPopularity, "item-knn", "bpr", "content", MethodContentWords}
 
 // MethodNames returns the names of the built-in baselines.
 func MethodNames() []string { return slices.Clone(methodNames[:]) }
@@ -137,6 +137,8 @@ func NewMethod(name string, cfg *Config) (Recommender, error) {
 		return NewBPR(cfg.BPR)
 	case "content":
 		return NewContent(cfg.Content)
+	case MethodContentWords:
+		return NewContentWords(), nil
 	}
 	return nil, fmt.Errorf("%w: %q (known: %s)", ErrUnknownMethod, name, strings.Join(MethodNames(), ", "))
 }
