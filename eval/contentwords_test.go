@@ -14,7 +14,7 @@ import (
 // breaks ties, and an item nobody engaged with is reached by its words.
 func TestContentWords(t *testing.T) {
 	cat := &Catalog{Users: []string{"u0", "u1"}, Items: []string{"m0", "m1", "m2", "m3", "m4"}, ItemText: []string{
-		"Star Wars (1977) | Action, Sci-Fi", // words: star, wars, 1977, action
+		"Star Wars (1977) | Action, Sci-Fi",  // words: star, wars, 1977, action
 		"Return of the Jedi (1983) | Action", // return, jedi, 1983, action
 		"Alien (1979) | Horror, Sci-Fi",      // alien, 1979, horror
 		"Wars of the Stars (1977) | Drama",   // wars, stars, 1977, drama: new, never engaged

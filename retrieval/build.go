@@ -3,10 +3,10 @@ package retrieval
 import (
 	"context"
 	"fmt"
-	"strings"
 	"log/slog"
 	"runtime"
 	"slices"
+	"strings"
 	"time"
 
 	"golang.org/x/sync/errgroup"

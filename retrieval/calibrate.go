@@ -33,7 +33,8 @@ const (
 // Above 2 the MovieLens-100K validation window's next-event hit rate fell
 // (replay hit@20 0.291 at 2, 0.257 at 4), which the calibration, scoring
 // the horizon, does not see (docs/evaluation.md).
-var DefaultCalibratePriorWeights = []float32{0, 0.125, 0.25, 0.5, 1, 1.5, 2}
+// Each call returns a new slice.
+func DefaultCalibratePriorWeights() []float32 { return []float32{0, 0.125, 0.25, 0.5, 1, 1.5, 2} }
 
 // DefaultCalibrateNewAdScales are the new-ad scales [Calibrate] tries
 // (model.Model.WithNewAdScale). None is below 1: at 1 a new ad scores as
@@ -44,12 +45,14 @@ var DefaultCalibratePriorWeights = []float32{0, 0.125, 0.25, 0.5, 1, 1.5, 2}
 // impressions go to live ads of a user's interests whatever their age, a
 // test window of 4.8 days read best at 4; MovieLens' validation window
 // at 1 (4 halved its recall; docs/evaluation.md).
-var DefaultCalibrateNewAdScales = []float32{1, 2, 4}
+// Each call returns a new slice.
+func DefaultCalibrateNewAdScales() []float32 { return []float32{1, 2, 4} }
 
 // DefaultCalibratePopularityWeights are the weights of the users'
 // popularity coordinate [Calibrate] tries (Engine.PopularityWeight): off,
 // half, as trained.
-var DefaultCalibratePopularityWeights = []float32{0, 0.5, 1}
+// Each call returns a new slice.
+func DefaultCalibratePopularityWeights() []float32 { return []float32{0, 0.5, 1} }
 
 // CalibrateOptions configures [Calibrate].
 type CalibrateOptions struct {
@@ -96,13 +99,13 @@ type CalibrateOptions struct {
 
 func (o *CalibrateOptions) applyDefaults() {
 	if o.PriorWeights == nil {
-		o.PriorWeights = DefaultCalibratePriorWeights
+		o.PriorWeights = DefaultCalibratePriorWeights()
 	}
 	if o.NewAdScales == nil {
-		o.NewAdScales = DefaultCalibrateNewAdScales
+		o.NewAdScales = DefaultCalibrateNewAdScales()
 	}
 	if o.PopularityWeights == nil {
-		o.PopularityWeights = DefaultCalibratePopularityWeights
+		o.PopularityWeights = DefaultCalibratePopularityWeights()
 	}
 	if o.Recent == 0 {
 		o.Recent = DefaultCalibrateRecent

@@ -118,7 +118,7 @@ func TestCalibrate(t *testing.T) {
 	if m.PopularityAxis() < 0 {
 		t.Fatal("the tiny model has no popularity coordinate")
 	}
-	pops := DefaultCalibratePopularityWeights
+	pops := DefaultCalibratePopularityWeights()
 	if len(c.PopularityPoints) != len(pops) || c.PopularityWeight == nil || !slices.Contains(pops, *c.PopularityWeight) {
 		t.Fatalf("popularity weight %v, points %+v; want one of %v, a point each", c.PopularityWeight, c.PopularityPoints, pops)
 	}
@@ -274,7 +274,7 @@ func TestCalibrateNewAds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	scales := DefaultCalibrateNewAdScales
+	scales := DefaultCalibrateNewAdScales()
 	if c == nil || len(c.NewAdPoints) != len(scales) {
 		t.Fatalf("calibration = %+v, want a point per new-ad scale %v", c, scales)
 	}
