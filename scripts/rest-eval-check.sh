@@ -71,22 +71,20 @@ for s in all cold_items; do
 done
 grep '^service:' "$WORK/service.md" || true
 step "done in $(($(date +%s) - start)) s"
-if [ -z "$svc" ] || [ -z "$ours" ]; then
-	echo "rest-eval-check.sh: missing recall@20 (service '$svc', in-process '$ours'); logs in $WORK" >&2
-	exit 1
-fi
-if ! awk -v a="$svc" -v b="$ours" -v t="$TOL" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= t && a > 0) }'; then
-	echo "rest-eval-check.sh: REST recall@20 $svc vs in-process $ours: differ by more than $TOL (or zero); logs in $WORK" >&2
-	exit 1
-fi
+# agree WHAT REST IN_PROCESS MIN: fails unless both figures are there, differ by at most TOL
+# and REST is above MIN.
+agree() {
+	if [ -z "$2" ] || [ -z "$3" ]; then
+		echo "rest-eval-check.sh: missing $1 (service '$2', in-process '$3'); logs in $WORK" >&2
+		exit 1
+	fi
+	if ! awk -v a="$2" -v b="$3" -v t="$TOL" -v m="$4" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= t && a > m) }'; then
+		echo "rest-eval-check.sh: REST $1 $2 vs in-process $3: differ by more than $TOL (or not above $4); logs in $WORK" >&2
+		exit 1
+	fi
+}
+agree recall@20 "$svc" "$ours" 0
 # The new ads too (issue 49): the cold-item slice's recall@50 (relevant ads without an event
 # before the cut) must agree as well; the world has such queries.
-if [ -z "$svcCold" ] || [ -z "$oursCold" ]; then
-	echo "rest-eval-check.sh: missing cold-item recall@50 (service '$svcCold', in-process '$oursCold'); logs in $WORK" >&2
-	exit 1
-fi
-if ! awk -v a="$svcCold" -v b="$oursCold" -v t="$TOL" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= t) }'; then
-	echo "rest-eval-check.sh: REST cold-item recall@50 $svcCold vs in-process $oursCold: differ by more than $TOL; logs in $WORK" >&2
-	exit 1
-fi
+agree "cold-item recall@50" "$svcCold" "$oursCold" -1
 echo "rest-eval-check.sh: REST recall@20 $svc, in-process $ours; cold items recall@50 $svcCold, $oursCold (tolerance $TOL): ok"

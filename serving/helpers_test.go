@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -345,6 +346,38 @@ func tinyTrain() model.TrainConfig {
 	c.EvalEvery = 6
 	c.LogEvery = 6
 	return c
+}
+
+// runningServer is a Server whose Run serves a loopback listener.
+type runningServer struct {
+	srv    *Server
+	log    *eventlog.Log
+	addr   string
+	cancel context.CancelFunc // starts the shutdown
+	done   <-chan error       // Run's result
+}
+
+// runServer opens the log of logOpts with its store, makes a Server of
+// opts over them and runs it on a free loopback port until cancel.
+func runServer(t *testing.T, logOpts eventlog.Options, opts Options) *runningServer {
+	t.Helper()
+	log, store, _, err := OpenStore(context.Background(), logOpts, graphOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := New(opts, log, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx, ln) }()
+	return &runningServer{srv: srv, log: log, addr: ln.Addr().String(), cancel: cancel, done: done}
 }
 
 func eventlogOptions(dir string) eventlog.Options {

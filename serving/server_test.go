@@ -3,7 +3,6 @@ package serving
 import (
 	"context"
 	"errors"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -53,32 +52,19 @@ func TestRequestIDIsEchoed(t *testing.T) {
 
 func TestRunShutsDownGracefully(t *testing.T) {
 	dir := t.TempDir()
-	log, store, _, err := OpenStore(context.Background(), eventlog.Options{Dir: dir}, graphOptions())
+	rs := runServer(t, eventlog.Options{Dir: dir}, Options{ShutdownTimeout: 5 * time.Second})
+	srv, log := rs.srv, rs.log
+	c, err := api.NewClientWithResponses("http://" + rs.addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := New(Options{ShutdownTimeout: 5 * time.Second}, log, store)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx, ln) }()
-	c, err := api.NewClientWithResponses("http://" + ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := c.PostEventsWithBodyWithResponse(ctx, "application/json", strings.NewReader(`{"events":[`+goodEvent+`]}`))
+	res, err := c.PostEventsWithBodyWithResponse(context.Background(), "application/json", strings.NewReader(`{"events":[`+goodEvent+`]}`))
 	if err != nil || res.JSON200 == nil || res.JSON200.Events != 1 {
 		t.Fatalf("post: %v %v", err, res)
 	}
-	cancel()
+	rs.cancel()
 	select {
-	case err := <-done:
+	case err := <-rs.done:
 		if err != nil {
 			t.Fatalf("Run = %v, want nil after a clean shutdown", err)
 		}

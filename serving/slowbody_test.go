@@ -2,7 +2,6 @@ package serving
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -12,9 +11,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/hir-ads/hir/eventlog"
-	"github.com/hir-ads/hir/graph"
 )
 
 // TestSlowAndAbortedBodies covers defect 6 over a real TCP connection: a
@@ -157,26 +153,11 @@ func TestSlowBodyConnectionClosed(t *testing.T) {
 // slow bodies in progress cuts their reads short and shuts down cleanly,
 // in far less than the body timeout and within the shutdown timeout.
 func TestSlowBodiesShutdown(t *testing.T) {
-	dir := t.TempDir()
-	log, store, _, err := OpenStore(context.Background(), eventlog.Options{Dir: dir + "/log", NoSync: true}, graph.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := New(Options{BodyReadTimeout: time.Minute, ShutdownTimeout: 5 * time.Second, RatePerSecond: -1, Retrieval: defaultRetrieval()}, log, store)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx, ln) }()
+	rs := runServer(t, eventlogOptions(t.TempDir()),
+		Options{BodyReadTimeout: time.Minute, ShutdownTimeout: 5 * time.Second, RatePerSecond: -1, Retrieval: defaultRetrieval()})
 	const body = `{"events":[{"id":"e1","src":{"type":"user","id":"u1"},"dst":{"type":"ad","id":"a1"},"type":"click","ts":1700000000000}]}`
 	for range 5 {
-		c, err := net.Dial("tcp", ln.Addr().String())
+		c, err := net.Dial("tcp", rs.addr)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -185,9 +166,9 @@ func TestSlowBodiesShutdown(t *testing.T) {
 	}
 	time.Sleep(100 * time.Millisecond)
 	start := time.Now()
-	cancel()
+	rs.cancel()
 	select {
-	case err := <-done:
+	case err := <-rs.done:
 		if err != nil {
 			t.Errorf("Run: %v, want a clean shutdown", err)
 		}
@@ -197,7 +178,7 @@ func TestSlowBodiesShutdown(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not return within 10 s of the shutdown")
 	}
-	if n := store.NumEvents(); n != 0 {
+	if n := rs.srv.Store().NumEvents(); n != 0 {
 		t.Errorf("%d events stored from cut bodies, want 0", n)
 	}
 }

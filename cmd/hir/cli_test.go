@@ -10,6 +10,24 @@ import (
 	"testing"
 )
 
+// checkRun runs hir with args and checks its exit code and that its output
+// (stdout and stderr) holds each of want; it returns the output.
+func checkRun(t *testing.T, args []string, code int, want ...string) string {
+	t.Helper()
+	var out, errw bytes.Buffer
+	got := run(context.Background(), args, &out, &errw)
+	all := out.String() + errw.String()
+	if got != code {
+		t.Errorf("hir %v = %d, want %d; output:\n%s", args, got, code, all)
+	}
+	for _, w := range want {
+		if !strings.Contains(all, w) {
+			t.Errorf("hir %v output lacks %q:\n%s", args, w, all)
+		}
+	}
+	return all
+}
+
 // TestCLIExplainsItself (issue 52, goal 4): bare hir and a missing
 // required flag exit 2 naming what is missing, without the whole flag
 // list; hir version names the version, commit, Go and the GoMLX backend;
@@ -41,17 +59,7 @@ func TestCLIExplainsItself(t *testing.T) {
 		{"serve on a missing directory", []string{"serve", "--data", missing, "--addr", "127.0.0.1:0"}, 1, []string{"does not exist", "--init"}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var out, errw bytes.Buffer
-			code := run(context.Background(), tc.args, &out, &errw)
-			all := out.String() + errw.String()
-			if code != tc.code {
-				t.Errorf("hir %v = %d, want %d; output:\n%s", tc.args, code, tc.code, all)
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(all, w) {
-					t.Errorf("hir %v output lacks %q:\n%s", tc.args, w, all)
-				}
-			}
+			all := checkRun(t, tc.args, tc.code, tc.want...)
 			for _, w := range tc.unwant {
 				if strings.Contains(all, w) {
 					t.Errorf("hir %v output holds %q (the whole flag list):\n%s", tc.args, w, all)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -75,17 +74,7 @@ func TestServeCorruptLog(t *testing.T) {
 		{"no data", []string{"log", "check"}, 2, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var out, errw bytes.Buffer
-			code := run(context.Background(), tc.args, &out, &errw)
-			all := out.String() + errw.String()
-			if code != tc.code {
-				t.Errorf("run(%v) = %d, want %d; output:\n%s", tc.args, code, tc.code, all)
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(all, w) {
-					t.Errorf("run(%v) output lacks %q:\n%s", tc.args, w, all)
-				}
-			}
+			checkRun(t, tc.args, tc.code, tc.want...)
 			if tc.name == "serve refuses" {
 				if st, err := os.Stat(seg); err != nil || st.Size() != int64(size) {
 					t.Errorf("serve changed the damaged segment: %v", err)
@@ -117,19 +106,9 @@ func TestLastRecordFlip(t *testing.T) {
 	if err := os.WriteFile(seg, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	check := func(wantCode int, want ...string) {
+	check := func(code int, want ...string) {
 		t.Helper()
-		var out, errw bytes.Buffer
-		code := run(context.Background(), []string{"log", "check", "--data", dir}, &out, &errw)
-		all := out.String() + errw.String()
-		if code != wantCode {
-			t.Errorf("hir log check = %d, want %d; output:\n%s", code, wantCode, all)
-		}
-		for _, w := range want {
-			if !strings.Contains(all, w) {
-				t.Errorf("hir log check output lacks %q:\n%s", w, all)
-			}
-		}
+		checkRun(t, []string{"log", "check", "--data", dir}, code, want...)
 	}
 	check(1, "corrupt last record", "checksum mismatch", "CORRUPT at its end")
 
