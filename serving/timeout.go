@@ -14,45 +14,46 @@ import (
 // was not done within Options.RequestTimeout.
 var errOverBudget = fmt.Errorf("the request was not done within the server's time budget: %w", context.DeadlineExceeded)
 
-// timeout bounds each request at d. The handler runs with a context that
-// ends after d, which the retrieval loops check, and writes into a buffer;
-// when d passes first, the request is answered 503 (type timeout, with
-// Retry-After) at once, whatever the handler is doing, and what the
-// handler writes afterwards is dropped. The request keeps its admission
-// slot until the handler has returned, so work cut short by the deadline
-// still counts against the server's capacity. A panic in the handler is
-// re-raised on the request's goroutine, for recoverer.
+// timeout bounds each request at d. The handler runs, on the request's
+// goroutine, with a context that ends after d, which the retrieval loops
+// check, and writes into a buffer; when d passes first, a timer answers the
+// request 503 (type timeout, with Retry-After) at once, whatever the
+// handler is doing, and what the handler writes afterwards is dropped. The
+// request keeps its admission slot until the handler has returned, so work
+// cut short by the deadline still counts against the server's capacity.
 func (s *Server) timeout(d time.Duration) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			ctx, cancel := context.WithTimeout(r.Context(), d)
 			defer cancel()
 			bw := newBufferedWriter()
-			done := make(chan any, 1) // nil, or the handler's panic
-			go func() {
-				defer func() { done <- recover() }()
-				next.ServeHTTP(bw, r.WithContext(ctx))
-			}()
-			select {
-			case p := <-done:
-				if p != nil {
-					panic(p)
+			var answer sync.Mutex // held by whichever of the timer and the request writes to w
+			stopTimer := context.AfterFunc(ctx, func() {
+				answer.Lock()
+				defer answer.Unlock()
+				if !bw.stop() {
+					return // the handler has answered
 				}
-				bw.copyTo(w)
-			case <-ctx.Done():
-				bw.stop()
 				if r.Context().Err() != nil {
 					markStatus(w, 499) // the client left: nobody to answer
-				} else {
-					ew := newBufferedWriter()
-					s.writeProblem(ew, r, errOverBudget)
-					ew.copyTo(w)
-					_ = http.NewResponseController(w).Flush() // answered now, not when the handler returns
+					return
 				}
-				if p := <-done; p != nil && p != http.ErrAbortHandler {
-					s.logger.Error("handler panicked after its deadline", "panic", fmt.Sprint(p), "path", clip(r.URL.Path))
+				ew := newBufferedWriter()
+				s.writeProblem(ew, r, errOverBudget)
+				ew.copyTo(w)
+				_ = http.NewResponseController(w).Flush() // answered now, not when the handler returns
+			})
+			answered := false
+			defer func() { // also on a panic, which recoverer answers: the timer never writes after this
+				stopTimer()
+				answer.Lock()
+				defer answer.Unlock()
+				if bw.finish() && answered {
+					bw.copyTo(w)
 				}
-			}
+			}()
+			next.ServeHTTP(bw, r.WithContext(ctx))
+			answered = true
 		})
 	}
 }
@@ -60,12 +61,13 @@ func (s *Server) timeout(d time.Duration) func(http.Handler) http.Handler {
 // bufferedWriter is the http.ResponseWriter a handler under timeout writes
 // to: it keeps the answer until copyTo, and drops every write after stop.
 type bufferedWriter struct {
-	mu      sync.Mutex
-	header  http.Header
-	status  int
-	mark    int // a status recorded by markStatus without an answer (499)
-	body    bytes.Buffer
-	stopped bool
+	mu       sync.Mutex
+	header   http.Header
+	status   int
+	mark     int // a status recorded by markStatus without an answer (499)
+	body     bytes.Buffer
+	stopped  bool // by stop: later writes are dropped
+	finished bool // by finish: the answer is complete
 }
 
 func newBufferedWriter() *bufferedWriter { return &bufferedWriter{header: make(http.Header)} }
@@ -92,11 +94,27 @@ func (b *bufferedWriter) Write(p []byte) (int, error) {
 	return b.body.Write(p)
 }
 
-// stop drops every later write.
-func (b *bufferedWriter) stop() {
+// stop drops every later write, and reports whether the answer was still
+// to come (false after finish).
+func (b *bufferedWriter) stop() bool {
 	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.finished {
+		return false
+	}
 	b.stopped = true
-	b.mu.Unlock()
+	return true
+}
+
+// finish ends the answer, and reports whether it stands (false after stop).
+func (b *bufferedWriter) finish() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.stopped {
+		return false
+	}
+	b.finished = true
+	return true
 }
 
 // copyTo writes the buffered answer to w, with its length.
