@@ -210,9 +210,26 @@ func TestComposeFile(t *testing.T) {
 	}
 	for _, want := range []string{"FROM scratch AS runtime", "CGO_ENABLED=0", "USER 65532:65532",
 		`HEALTHCHECK --interval=10s --timeout=5s --start-period=120s --retries=3 CMD ["/hir", "healthcheck"]`,
-		"ENV GOMLX_BACKEND=go GOMLX_NO_AUTO_INSTALL=1", "AS runtime-xla"} {
+		"ENV GOMLX_BACKEND=go GOMLX_NO_AUTO_INSTALL=1", "ARG GO_IMAGE=golang:1.26-bookworm"} {
 		if !bytes.Contains(df, []byte(want)) {
 			t.Errorf("Dockerfile lacks %q", want)
+		}
+	}
+	// The README's commands build it with Debian's docker.io, whose default is the legacy builder:
+	// no BuildKit-only syntax, and only the stages the runtime image needs (the legacy builder builds
+	// every stage, so the XLA stages live in Dockerfile.xla).
+	for _, bad := range []string{"--mount=", "# syntax=", "runtime-xla", "XLA_BASE"} {
+		if bytes.Contains(df, []byte(bad)) {
+			t.Errorf("Dockerfile holds %q, which Debian's docker build cannot take or would build needlessly", bad)
+		}
+	}
+	xla, err := os.ReadFile("../../Dockerfile.xla")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"AS runtime-xla", "CGO_ENABLED=1", "USER 65532:65532", "GOMLX_BACKEND=xla:"} {
+		if !bytes.Contains(xla, []byte(want)) {
+			t.Errorf("Dockerfile.xla lacks %q", want)
 		}
 	}
 }
