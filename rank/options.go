@@ -15,6 +15,11 @@ const (
 	DefaultCoEngageWeight = 5
 	MaxPriorWeight        = 100
 	MaxCoEngageWeight     = 1000
+	// DefaultNewAdShare is the share of a retrieval's candidates kept for
+	// new ads (Weights.NewAdShare).
+	DefaultNewAdShare = 0.05
+	// MaxNewAdShare bounds Weights.NewAdShare.
+	MaxNewAdShare = 0.5
 )
 
 // DefaultNewUserEvents is the most events a user has while new.
@@ -24,14 +29,22 @@ const DefaultNewUserEvents = 5
 // the user's and the ad's embeddings: an ad scores
 // dot + Prior*prior(ad) + CoEngagement*coengagement(user, ad). A weight of 0
 // turns its term off. A request may override the service's weights.
+//
+// NewAdShare is the exploration share: up to this share of every prefix of
+// the candidates goes to new ads (Priors.NewAds: ads still within their
+// exploration budget of engagement events), the best of them by similarity
+// to the user, so that an ad is shown to the users it is nearest before
+// any engagement tells the priors and the co-engagement term about it. 0:
+// none.
 type Weights struct {
 	Prior        float32
 	CoEngagement float32
+	NewAdShare   float32
 }
 
 // DefaultWeights returns the service's default weights.
 func DefaultWeights() Weights {
-	return Weights{Prior: DefaultPriorWeight, CoEngagement: DefaultCoEngageWeight}
+	return Weights{Prior: DefaultPriorWeight, CoEngagement: DefaultCoEngageWeight, NewAdShare: DefaultNewAdShare}
 }
 
 // Validate checks that each weight lies in 0..its maximum.
@@ -41,6 +54,9 @@ func (w Weights) Validate() error {
 	}
 	if !(w.CoEngagement >= 0 && w.CoEngagement <= MaxCoEngageWeight) {
 		return fmt.Errorf("%w: co-engagement weight %v is out of range 0..%v", ErrBadOptions, w.CoEngagement, MaxCoEngageWeight)
+	}
+	if !(w.NewAdShare >= 0 && w.NewAdShare <= MaxNewAdShare) {
+		return fmt.Errorf("%w: new-ad share %v is out of range 0..%v", ErrBadOptions, w.NewAdShare, MaxNewAdShare)
 	}
 	return nil
 }

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/RoaringBitmap/roaring/v2"
+
 	"github.com/hir-ads/hir/graph"
 	"github.com/hir-ads/hir/index"
 )
@@ -150,6 +152,7 @@ type Priors struct {
 	mu      sync.Mutex
 	raw     [numChannels]map[uint32]float64 // by channel, by ad node index
 	events  map[uint32]int                  // engagement events of any type, by ad node index
+	proven  *roaring.Bitmap                 // ads with at least budget() events
 	now     int64
 	launch  map[uint32]int64     // ads launching after now-FreshWindow: fresh or not yet launched
 	floor   [numChannels]float64 // by channel: count of the FreshRank-th ad
@@ -185,7 +188,7 @@ func NewPriors(store *graph.Store, ref, until int64, opts Options) *Priors {
 		return nil
 	}
 	t := &Priors{opts: opts.Prior, newUser: opts.NewUser, halfLifeMS: float64(opts.Prior.HalfLife.Milliseconds()), ref: ref,
-		counted: until, events: map[uint32]int{}, now: until, launch: map[uint32]int64{}}
+		counted: until, events: map[uint32]int{}, proven: roaring.New(), now: until, launch: map[uint32]int64{}}
 	for c := range t.raw {
 		t.raw[c] = map[uint32]float64{}
 	}
@@ -211,6 +214,9 @@ func NewPriors(store *graph.Store, ref, until int64, opts Options) *Priors {
 		}
 		if n > 0 {
 			t.events[uint32(i)] = n
+		}
+		if n >= t.budget() {
+			t.proven.Add(uint32(i))
 		}
 		t.noteLocked(uint32(i), store.Entity(id))
 	}
@@ -345,6 +351,25 @@ func (t *Priors) advanceLocked(now int64) []uint32 {
 	return changed
 }
 
+// budget is the number of engagement events after which an ad is no longer
+// new (NewAds): the exploration budget (PriorOptions.FreshEvents), 1 without
+// one.
+func (t *Priors) budget() int { return max(1, t.opts.FreshEvents) }
+
+// NewAds returns the ads of live that are still new: they have had fewer
+// engagement events of any type than the exploration budget
+// (PriorOptions.FreshEvents), whether or not they name a launch time. They
+// are the ads a request's new-ad share (retrieval.Request.NewAdShare) may
+// place. A nil t gives nil: without priors no ad's record is counted.
+func (t *Priors) NewAds(live *roaring.Bitmap) *roaring.Bitmap {
+	if t == nil {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return roaring.AndNot(live, t.proven)
+}
+
 // Sync sets the prior of every live ad of ix from t (0 for all when t is
 // nil), in one index snapshot: for an index read from a file, or built
 // before t was counted.
@@ -411,6 +436,9 @@ func (t *Priors) observeLocked(store *graph.Store, evs []graph.Event) []uint32 {
 			continue
 		}
 		t.events[id.Idx]++
+		if t.events[id.Idx] == t.budget() {
+			t.proven.Add(id.Idx)
+		}
 		if w := t.opts.eventWeight(ev.Type); w > 0 {
 			src, _ := store.Lookup(ev.Src)
 			for c := range t.channels(store, src, ev.TS) {

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/RoaringBitmap/roaring/v2"
+
 	"github.com/hir-ads/hir/graph"
 )
 
@@ -347,3 +349,86 @@ func containsAll(xs []uint32, want ...uint32) bool {
 
 // worldT0 is the time of the tests' first events.
 const worldT0 = int64(1_700_000_000_000)
+
+// TestNewAds checks which ads count as new: fewer engagement events of any
+// type than the exploration budget, with or without a launch time, counted
+// from the graph and as events are observed.
+func TestNewAds(t *testing.T) {
+	store := graph.NewStore(graph.Options{})
+	ids := map[string]uint32{}
+	for _, name := range []string{"none", "one", "three", "launched"} {
+		var attrs map[string]string
+		if name == "launched" {
+			attrs = map[string]string{"start_time": time.UnixMilli(worldT0).UTC().Format(time.DateOnly)}
+		}
+		id, err := store.UpsertEntity(graph.Entity{Type: graph.NodeAd, ID: name, Attrs: attrs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[name] = id.Idx
+	}
+	n := 0
+	engage := func(name string, typ graph.EdgeType, times int) []graph.Event {
+		var evs []graph.Event
+		for range times {
+			n++
+			ev := graph.Event{ID: "e" + strconv.Itoa(n), Src: graph.Ref{Type: graph.NodeUser, ID: "u" + strconv.Itoa(n)},
+				Dst: graph.Ref{Type: graph.NodeAd, ID: name}, Type: typ, TS: worldT0, Weight: 1}
+			if _, err := store.AddEvent(ev); err != nil {
+				t.Fatal(err)
+			}
+			evs = append(evs, ev)
+		}
+		return evs
+	}
+	engage("one", graph.EdgeClick, 1)
+	engage("three", graph.EdgeImpression, 2)
+	engage("three", graph.EdgeNotInterested, 1)
+
+	live := roaring.New()
+	for _, id := range ids {
+		live.Add(id)
+	}
+	names := func(b *roaring.Bitmap) []string {
+		var out []string
+		for name, id := range ids {
+			if b.Contains(id) {
+				out = append(out, name)
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	for _, tc := range []struct {
+		budget int
+		want   []string
+	}{
+		{3, []string{"launched", "none", "one"}},
+		{1, []string{"launched", "none"}},
+		{0, []string{"launched", "none"}}, // no budget: never engaged
+	} {
+		opts := DefaultOptions()
+		opts.Prior.FreshEvents = tc.budget
+		tr := NewPriors(store, worldT0, worldT0, opts)
+		if got := names(tr.NewAds(live)); !slices.Equal(got, tc.want) {
+			t.Errorf("budget %d: new ads %v, want %v", tc.budget, got, tc.want)
+		}
+		if live.GetCardinality() != 4 {
+			t.Fatalf("NewAds changed its argument")
+		}
+	}
+
+	// Observed events end an ad's newness at the budget; a dead ad is not new.
+	tr := NewPriors(store, worldT0, worldT0, DefaultOptions())
+	tr.mu.Lock()
+	tr.observeLocked(store, engage("one", graph.EdgeClick, 2))
+	tr.mu.Unlock()
+	live.Remove(ids["none"])
+	if got, want := names(tr.NewAds(live)), []string{"launched"}; !slices.Equal(got, want) {
+		t.Errorf("after 2 more clicks on one: new ads %v, want %v", got, want)
+	}
+	var nilPriors *Priors
+	if nilPriors.NewAds(live) != nil {
+		t.Errorf("nil priors: want no new ads")
+	}
+}

@@ -109,6 +109,10 @@ type Candidate struct {
 	// KeywordMatch is set when the request had a query (the candidates
 	// then all match it).
 	KeywordMatch bool
+	// NewAd is set for a new ad placed by the request's new-ad share
+	// (rank.Weights.NewAdShare) rather than by its score: candidates are
+	// best first apart from these.
+	NewAd bool
 }
 
 // Stats describe one retrieval's candidate generation and time per stage.
@@ -314,12 +318,95 @@ func (e *Engine) Retrieve(ctx context.Context, req Request) (*Response, error) {
 	out.Stats.Candidates, out.Stats.Allowed, out.Stats.Exact = res.Candidates, res.Allowed, res.Exact
 	out.Stats.Stage, out.Stats.Level = res.Stage, res.Level
 	out.Stats.CandidatesTime, out.Stats.RerankTime = res.CandidatesTime, res.RerankTime
-	out.Candidates = make([]Candidate, 0, len(res.Hits))
-	for _, h := range res.Hits {
+	hits, isNew := res.Hits, map[uint32]bool(nil)
+	if slots := newAdSlots(req.K, w.NewAdShare); slots > 0 {
+		newAds, newHits, err := newAdHits(ctx, s, idx, q, slots+len(res.Hits))
+		if err != nil {
+			return nil, err
+		}
+		hits, isNew = interleaveNewAds(res.Hits, newHits, newAds.Contains, req.K, w.NewAdShare)
+	}
+	out.Candidates = make([]Candidate, 0, len(hits))
+	for _, h := range hits {
 		out.Candidates = append(out.Candidates, Candidate{Ad: h.ID, Ref: e.store.Ref(graph.NodeID{Type: graph.NodeAd, Idx: h.ID}),
-			Score: h.Score, Parts: h.Parts, Tokens: h.Tokens, KeywordMatch: keyword != nil})
+			Score: h.Score, Parts: h.Parts, Tokens: h.Tokens, KeywordMatch: keyword != nil, NewAd: isNew[h.ID]})
 	}
 	return out, nil
+}
+
+// newAdSlots returns how many of k candidates a new-ad share gives new ads.
+func newAdSlots(k int, share float32) int {
+	if share <= 0 {
+		return 0
+	}
+	return int(float64(k) * float64(share))
+}
+
+// newAdHits returns up to k new ads (rank.Priors.NewAds) that pass q's
+// filters, best first by similarity to q's vector alone: a new ad has no
+// record for the prior or the co-engagement term to weigh.
+// It returns the new ads too (empty, not nil, when there are none).
+func newAdHits(ctx context.Context, s *Served, idx *index.Snapshot, q index.Query, k int) (*roaring.Bitmap, []index.Hit, error) {
+	ads := s.Live.Priors.NewAds(idx.Live())
+	if ads == nil || ads.IsEmpty() {
+		return roaring.New(), nil, nil
+	}
+	if q.Restrict != nil {
+		ads.And(q.Restrict)
+	}
+	q.Restrict, q.Include, q.K = ads, nil, k
+	res, err := idx.Search(ctx, q)
+	if err != nil {
+		return nil, nil, fmt.Errorf("search new ads: %w", err)
+	}
+	return ads, res.Hits, nil
+}
+
+// interleaveNewAds returns the top k of hits with new ads placed so that
+// every prefix of p candidates holds at least floor(p*share) new ads (as
+// far as there are), and the set of the ads placed for the share. newHits
+// are the new ads, best first, and isNew tells a new ad: one among the hits
+// counts toward the share where its score places it. A hit placed already
+// (a new ad moved up) is not placed again. A slot without a new ad left
+// takes the next hit, and the other way round.
+func interleaveNewAds(hits, newHits []index.Hit, isNew func(uint32) bool, k int, share float32) ([]index.Hit, map[uint32]bool) {
+	out := make([]index.Hit, 0, k)
+	placed := make(map[uint32]bool, k)
+	moved := map[uint32]bool{}
+	next := func(list *[]index.Hit) (index.Hit, bool) {
+		for len(*list) > 0 {
+			if h := (*list)[0]; !placed[h.ID] {
+				return h, true
+			}
+			*list = (*list)[1:]
+		}
+		return index.Hit{}, false
+	}
+	taken := 0
+	for p := 1; len(out) < k; p++ {
+		h, ok := next(&hits)
+		fromNew := false
+		if due := taken < int(float64(p)*float64(share)); due && !(ok && isNew(h.ID)) || !ok {
+			if n, ok := next(&newHits); ok {
+				h, fromNew = n, true
+			}
+		}
+		if !ok && !fromNew {
+			break
+		}
+		if fromNew {
+			newHits = newHits[1:]
+			moved[h.ID] = true
+		} else {
+			hits = hits[1:]
+		}
+		if fromNew || isNew(h.ID) {
+			taken++
+		}
+		placed[h.ID] = true
+		out = append(out, h)
+	}
+	return out, moved
 }
 
 // PopularityWeight returns the weight of a user's popularity coordinate

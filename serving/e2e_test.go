@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/hir-ads/hir/api"
+	"github.com/hir-ads/hir/rank"
 	"github.com/hir-ads/hir/graph"
 	"github.com/hir-ads/hir/model"
 	"github.com/hir-ads/hir/retrieval"
@@ -597,6 +598,59 @@ func TestEndToEnd(t *testing.T) {
 				t.Errorf("%s: status %d, want 400", body, code)
 			} else if p := problem(t, h, b); p.Detail == nil || !strings.Contains(*p.Detail, "coengagement_weight") {
 				t.Errorf("%s: problem %+v does not name coengagement_weight", body, p)
+			}
+		}
+	})
+
+	t.Run("new ads get the new-ad share", func(t *testing.T) {
+		// camp1 holds ad-new, which nobody has engaged with, and ads that
+		// a judge now sees 3 times each (the exploration budget), so that
+		// ad-new is camp1's only new ad; the prior weighs engagement 100
+		// times.
+		camp := "camp1"
+		ask := func(k int, share *float32) []api.Candidate {
+			t.Helper()
+			res, err := env.client.RetrieveCandidatesWithResponse(ctx, api.RetrieveRequest{User: &user, K: ptr(k), ExcludeSeen: ptr(false),
+				PriorWeight: ptr(float32(100)), NewAdShare: share, Filter: &api.Filter{Attr: ptr("campaign"), Eq: &camp}})
+			if err != nil || res.JSON200 == nil {
+				t.Fatalf("retrieve: %v %s", err, res.Body)
+			}
+			return res.JSON200.Candidates
+		}
+		all := ask(100, nil)
+		var evs []api.Event
+		for _, c := range all {
+			for i := range rank.DefaultFreshEvents {
+				if c.Id != "ad-new" {
+					evs = append(evs, apiEvent(fmt.Sprintf("judge-%s-%d", c.Id, i), api.User, "judge", api.Ad, c.Id, api.Impression, worldT0+80*86400000))
+				}
+			}
+		}
+		if len(all) < 5 || len(evs) == 0 {
+			t.Fatalf("camp1 holds %d ads, want 5 or more", len(all))
+		}
+		if res, err := env.client.PostEventsWithResponse(ctx, api.EventsRequest{Events: evs}); err != nil || res.JSON200 == nil {
+			t.Fatalf("post impressions: %v", err)
+		}
+		for i, c := range ask(4, nil) {
+			if c.NewAd != nil || c.Id == "ad-new" {
+				t.Errorf("without a share: candidate %d %s (new_ad %v), want camp1's proven ads", i+1, c.Id, c.NewAd)
+			}
+		}
+		got := ask(4, ptr(float32(0.5)))
+		if len(got) != 4 || got[1].Id != "ad-new" || got[1].NewAd == nil || !*got[1].NewAd {
+			t.Errorf("share 0.5: candidates %+v, want ad-new second, marked new_ad", got)
+		}
+		for i, c := range got {
+			if i != 1 && c.NewAd != nil {
+				t.Errorf("share 0.5: candidate %d %s marked new_ad", i+1, c.Id)
+			}
+		}
+		for _, body := range []string{`{"user":{"type":"user","id":"u1"},"new_ad_share":-0.1}`, `{"user":{"type":"user","id":"u1"},"new_ad_share":0.6}`, `{"user":{"type":"user","id":"u1"},"new_ad_share":"x"}`} {
+			if code, h, b := env.raw(http.MethodPost, "/v1/retrieve", "application/json", testKey, strings.NewReader(body)); code != http.StatusBadRequest {
+				t.Errorf("%s: status %d, want 400", body, code)
+			} else if p := problem(t, h, b); p.Detail == nil || !strings.Contains(*p.Detail, "new_ad_share") {
+				t.Errorf("%s: problem %+v does not name new_ad_share", body, p)
 			}
 		}
 	})

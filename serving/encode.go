@@ -74,6 +74,10 @@ func appendCandidate(b []byte, c *api.Candidate) ([]byte, error) {
 		b = append(b, `,"keyword_match":`...)
 		b = strconv.AppendBool(b, *c.KeywordMatch)
 	}
+	if c.NewAd != nil {
+		b = append(b, `,"new_ad":`...)
+		b = strconv.AppendBool(b, *c.NewAd)
+	}
 	if p := c.Parts; p != nil {
 		b = append(b, `,"parts":{"coengagement":`...)
 		if b, err = appendJSONFloat32(b, p.Coengagement); err != nil {

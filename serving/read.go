@@ -50,6 +50,7 @@ type retrieveRequest struct {
 	Explain        *bool             `json:"explain"`
 	PriorWeight    *float64          `json:"prior_weight"`
 	CoEngageWeight *float64          `json:"coengagement_weight"`
+	NewAdShare     *float64          `json:"new_ad_share"`
 }
 
 // userContent mirrors api.RetrieveRequest's user_content.
@@ -108,7 +109,13 @@ func decodeRetrieve(body []byte, defaults rank.Weights) (*retrieveParams, error)
 		}
 		w.CoEngagement = float32(*v)
 	}
-	if raw.PriorWeight != nil || raw.CoEngageWeight != nil {
+	if v := raw.NewAdShare; v != nil {
+		if !(*v >= 0 && *v <= rank.MaxNewAdShare) {
+			return nil, badRequestf("new_ad_share: %v is out of range 0..%v", *v, rank.MaxNewAdShare)
+		}
+		w.NewAdShare = float32(*v)
+	}
+	if raw.PriorWeight != nil || raw.CoEngageWeight != nil || raw.NewAdShare != nil {
 		req.Weights = &w
 	}
 	if raw.Query != nil {
@@ -263,6 +270,10 @@ func (s *Server) retrieveResponse(res *retrieval.Response, explain bool) api.Ret
 	}
 	for _, c := range res.Candidates {
 		ac := api.Candidate{Type: api.NodeType(c.Ref.Type.String()), Id: c.Ref.ID, Score: c.Score}
+		if c.NewAd {
+			na := true
+			ac.NewAd = &na
+		}
 		if explain {
 			toks := make([]api.TokenRef, 0, len(c.Tokens))
 			for _, t := range c.Tokens {

@@ -83,6 +83,9 @@ func parseEvalFlags(e *env, args []string) (*evalFlags, error) {
 	if explicit["coengage-weight"] {
 		f.service.CoengagementWeight = &f.ours.Weights.CoEngagement
 	}
+	if explicit["new-ad-share"] {
+		f.service.NewAdShare = &f.ours.Weights.NewAdShare
+	}
 	f.ours.Rank = prior.options()
 	f.ours.CalibratedPrior = !prior.weightSet
 	if !(*newAd >= 0) || math.IsInf(*newAd, 0) {

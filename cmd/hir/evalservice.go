@@ -48,10 +48,11 @@ type serviceOptions struct {
 	InlineUsers bool
 	// TrainTimeout bounds the training round Fit waits for (default 30m).
 	TrainTimeout time.Duration
-	// PriorWeight and CoengagementWeight, when set, are sent with every
-	// retrieve (prior_weight, coengagement_weight), overriding the server's
-	// re-rank weights for these queries; nil sends none.
-	PriorWeight, CoengagementWeight *float32
+	// PriorWeight, CoengagementWeight and NewAdShare, when set, are sent
+	// with every retrieve (prior_weight, coengagement_weight,
+	// new_ad_share), overriding the server's re-rank weights for these
+	// queries; nil sends none.
+	PriorWeight, CoengagementWeight, NewAdShare *float32
 	// Batch is the number of entities or events per ingest request
 	// (default 2000).
 	Batch int
@@ -130,7 +131,8 @@ func (s *serviceMethod) Weights() string {
 		}
 		return fmt.Sprintf("%s %g", name, *v)
 	}
-	return w("prior_weight", s.opts.PriorWeight) + ", " + w("coengagement_weight", s.opts.CoengagementWeight)
+	return w("prior_weight", s.opts.PriorWeight) + ", " + w("coengagement_weight", s.opts.CoengagementWeight) +
+		", " + w("new_ad_share", s.opts.NewAdShare)
 }
 
 // NotFound returns the number of queries the service answered 404 (a user
@@ -323,7 +325,7 @@ func (s *serviceMethod) TopK(ctx context.Context, q *eval.Query, dst []int32) ([
 	k, exclude := q.K, true
 	uid := s.cat.Users[q.User]
 	body := api.RetrieveRequest{User: &api.Ref{Type: api.User, Id: uid}, K: &k, ExcludeSeen: &exclude,
-		PriorWeight: s.opts.PriorWeight, CoengagementWeight: s.opts.CoengagementWeight}
+		PriorWeight: s.opts.PriorWeight, CoengagementWeight: s.opts.CoengagementWeight, NewAdShare: s.opts.NewAdShare}
 	if s.opts.InlineUsers {
 		body.UserContent = userContent(s.cat.Entities[graph.Ref{Type: graph.NodeUser, ID: uid}])
 	}

@@ -32,6 +32,7 @@ type priorFlags struct {
 	coHistory   int
 	coHalfLife  float64
 	coAge       time.Duration
+	newAdShare  float64
 }
 
 // defaultPriorFlags returns the flags' defaults: rank's.
@@ -42,7 +43,8 @@ func defaultPriorFlags() priorFlags {
 		freshRank: o.Prior.FreshRank, freshEvents: o.Prior.FreshEvents,
 		newUser: int(o.NewUser), newShrink: o.Prior.NewUserShrink,
 		coWeight: float64(w.CoEngagement), coWindow: o.CoEngage.WindowAds,
-		coHistory: o.CoEngage.HistoryAds, coHalfLife: o.CoEngage.HalfLifeAds, coAge: o.CoEngage.HalfLife}
+		coHistory: o.CoEngage.HistoryAds, coHalfLife: o.CoEngage.HalfLifeAds, coAge: o.CoEngage.HalfLife,
+		newAdShare: float64(w.NewAdShare)}
 }
 
 // register adds the flags to fs, with p's values as their defaults.
@@ -64,6 +66,7 @@ func (p *priorFlags) register(fs *flag.FlagSet, weightUsage string) {
 	fs.IntVar(&p.coWindow, "coengage-window", p.coWindow, "two ads a user engaged with are co-engaged when fewer than this many of the user's other ads lie between them (0: no co-engagement counts)")
 	fs.IntVar(&p.coHistory, "coengage-history", p.coHistory, "the co-engagement term reads this many of the user's most recent engaged ads")
 	fs.Float64Var(&p.coHalfLife, "coengage-half-life", p.coHalfLife, "the user's ad engaged with this many ads ago weighs half as much as the latest in the co-engagement term")
+	fs.Float64Var(&p.newAdShare, "new-ad-share", p.newAdShare, fmt.Sprintf("up to this share of every prefix of the candidates goes to new ads (fewer engagement events than --fresh-events), the nearest first (0: none; at most %v)", rank.MaxNewAdShare))
 	fs.DurationVar(&p.coAge, "coengage-age-half-life", p.coAge, "the user's ad last engaged with this long before the retrieval weighs half as much in the co-engagement term, so the term fades once a session is over (0: no time decay)")
 }
 
@@ -95,7 +98,7 @@ func calibrateDefault(ctx context.Context, ck *model.Checkpoint, store *graph.St
 
 // weights are the re-rank weights of the flags.
 func (p *priorFlags) weights() rank.Weights {
-	return rank.Weights{Prior: float32(p.weight), CoEngagement: float32(p.coWeight)}
+	return rank.Weights{Prior: float32(p.weight), CoEngagement: float32(p.coWeight), NewAdShare: float32(p.newAdShare)}
 }
 
 // options are the ranking options of the flags.

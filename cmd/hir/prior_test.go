@@ -27,21 +27,21 @@ func TestPriorFlags(t *testing.T) {
 	}{
 		{name: "defaults", weights: rank.DefaultWeights(), opts: def},
 		{name: "co-engagement set", args: []string{"--coengage-weight", "2.5", "--coengage-window", "7", "--coengage-history", "9", "--coengage-half-life", "3", "--coengage-age-half-life", "1h"},
-			weights: rank.Weights{Prior: rank.DefaultPriorWeight, CoEngagement: 2.5},
+			weights: rank.Weights{Prior: rank.DefaultPriorWeight, CoEngagement: 2.5, NewAdShare: rank.DefaultNewAdShare},
 			opts: with(func(o *rank.Options) {
 				o.CoEngage = rank.CoEngageOptions{WindowAds: 7, HistoryAds: 9, HalfLifeAds: 3, HalfLife: time.Hour}
 			})},
 		{name: "no co-engagement time decay", args: []string{"--coengage-age-half-life", "0"},
 			weights: rank.DefaultWeights(), opts: with(func(o *rank.Options) { o.CoEngage.HalfLife = 0 })},
 		{name: "co-engagement off", args: []string{"--coengage-weight", "0", "--coengage-window", "0"},
-			weights: rank.Weights{Prior: rank.DefaultPriorWeight}, opts: with(func(o *rank.Options) { o.CoEngage.WindowAds = 0 })},
+			weights: rank.Weights{Prior: rank.DefaultPriorWeight, NewAdShare: rank.DefaultNewAdShare}, opts: with(func(o *rank.Options) { o.CoEngage.WindowAds = 0 })},
 		{name: "set", args: []string{"--prior-weight", "1", "--prior-half-life", "48h", "--prior-impressions", "0.25", "--fresh-window", "720h", "--fresh-rank", "5", "--fresh-events", "7", "--new-user-events", "2", "--new-user-shrink", "0.5"},
-			weights: rank.Weights{Prior: 1, CoEngagement: rank.DefaultCoEngageWeight},
+			weights: rank.Weights{Prior: 1, CoEngagement: rank.DefaultCoEngageWeight, NewAdShare: rank.DefaultNewAdShare},
 			opts: with(func(o *rank.Options) {
 				o.Prior = rank.PriorOptions{HalfLife: 48 * time.Hour, ImpressionWeight: 0.25, FreshWindow: 720 * time.Hour, FreshRank: 5, FreshEvents: 7, NewUserShrink: 0.5}
 				o.NewUser = 2
 			})},
-		{name: "zero turns parts off", args: []string{"--prior-weight", "0", "--prior-half-life", "0", "--prior-impressions", "0", "--fresh-window", "0", "--fresh-events", "0", "--new-user-events", "0", "--new-user-shrink", "0"},
+		{name: "zero turns parts off", args: []string{"--prior-weight", "0", "--prior-half-life", "0", "--prior-impressions", "0", "--fresh-window", "0", "--fresh-events", "0", "--new-user-events", "0", "--new-user-shrink", "0", "--new-ad-share", "0"},
 			weights: rank.Weights{CoEngagement: rank.DefaultCoEngageWeight},
 			opts: with(func(o *rank.Options) {
 				o.Prior = rank.PriorOptions{FreshRank: rank.DefaultFreshRank}
@@ -55,6 +55,10 @@ func TestPriorFlags(t *testing.T) {
 		{name: "negative new-user shrink", args: []string{"--new-user-shrink", "-0.1"}, wantErr: true},
 		{name: "negative co-engagement weight", args: []string{"--coengage-weight", "-1"}, wantErr: true},
 		{name: "co-engagement weight too large", args: []string{"--coengage-weight", "5000"}, wantErr: true},
+		{name: "new-ad share set", args: []string{"--new-ad-share", "0.2"},
+			weights: rank.Weights{Prior: rank.DefaultPriorWeight, CoEngagement: rank.DefaultCoEngageWeight, NewAdShare: 0.2}, opts: def},
+		{name: "negative new-ad share", args: []string{"--new-ad-share", "-0.1"}, wantErr: true},
+		{name: "new-ad share too large", args: []string{"--new-ad-share", "0.6"}, wantErr: true},
 		{name: "co-engagement history 0", args: []string{"--coengage-history", "0"}, wantErr: true},
 		{name: "co-engagement half-life 0", args: []string{"--coengage-half-life", "0"}, wantErr: true},
 		{name: "negative co-engagement age half-life", args: []string{"--coengage-age-half-life", "-1h"}, wantErr: true},

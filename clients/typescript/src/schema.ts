@@ -473,6 +473,11 @@ export interface components {
              * @description Weight of the co-engagement term in the exact re-rank: an ad scores coengagement_weight * sum_i 2^(-i/h) * 2^(-age_i/H) * cos(ad, a_i) more, where a_0, a_1, ... are the user's distinct ads engaged with (click or deeper; context_events first, then the stored events), most recent first, at most the server's --coengage-history of them, h is the server's --coengage-half-life, age_i is how long before the request the user last engaged with a_i, H is the server's --coengage-age-half-life, and cos(ad, a) is the number of users who engaged with both within --coengage-window of their engaged ads of each other over the geometric mean of each ad's engaging users (counted from every stored event, fresh ones included). The most co-engaged ads also join the candidates. 0 turns the term off. Default: the server's --coengage-weight (5).
              */
             coengagement_weight?: number;
+            /**
+             * Format: float
+             * @description Exploration share for new ads: up to this share of every prefix of the k candidates goes to new ads, the ads still within their exploration budget (fewer engagement events of any type than the server's --fresh-events, 3), launch date or not. They are the new ads passing the filter, keywords and exclude_seen, nearest to the user first (similarity alone: a new ad has no record for the prior or co-engagement to weigh), placed at positions 1/share, 2/share, ... (0.1 over k = 50: positions 10, 20, 30, 40 and 50); a new ad already among the candidates on its score keeps its place. Such a candidate carries new_ad: true, and the candidates are best first apart from these. Without priors (--prior-half-life 0) no ad counts as new. 0 turns it off. Default: the server's --new-ad-share (0).
+             */
+            new_ad_share?: number;
         };
         TokenRef: {
             /** @description "level.code" */
@@ -491,6 +496,8 @@ export interface components {
             parts?: components["schemas"]["ScoreParts"];
             /** @description With explain and a query: the ad matched the keywords (keywords restrict the candidates; they add nothing to the score). */
             keyword_match?: boolean;
+            /** @description The ad is a new ad placed by the request's new_ad_share, not by its score. */
+            new_ad?: boolean;
             tokens?: components["schemas"]["TokenRef"][];
         };
         /** @description The terms of a candidate's score, which is their sum (with explain). A score ranks the candidates of one request: it is not a probability, and it is not comparable across users or model versions. On hir demo's world the top 10 of a known user score about 1 to 1.5 (similarity 0.5 to 1, prior up to 0.55, co-engagement mostly 0), those of a fresh user with three recent clicks 1 to 4.5 (co-engagement up to 5); docs/serving.md, "Score scales", gives the command and the table. */
