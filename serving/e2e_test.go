@@ -20,9 +20,9 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/hir-ads/hir/api"
-	"github.com/hir-ads/hir/rank"
 	"github.com/hir-ads/hir/graph"
 	"github.com/hir-ads/hir/model"
+	"github.com/hir-ads/hir/rank"
 	"github.com/hir-ads/hir/retrieval"
 )
 
@@ -655,6 +655,67 @@ func TestEndToEnd(t *testing.T) {
 		}
 	})
 
+	t.Run("a new creative reaches the users of its campaign", func(t *testing.T) {
+		// Topic 2 (guitars) is camp2's. Launch, with no engagement: a new
+		// creative of camp2, and a new advertiser's first campaign and ad
+		// with guitar words; then ask for every user's top 10.
+		at := worldT0 + 81*86400000
+		guitar, newAdv := "acoustic guitar strings chord", "guitar amplifier pedal acoustic"
+		ents := []api.Entity{{Type: api.Ad, Id: "creative-new", Text: &guitar}, {Type: api.Ad, Id: "adv-new-ad", Text: &newAdv}}
+		if res, err := env.client.PostEntitiesWithResponse(ctx, api.EntitiesRequest{Entities: ents}); err != nil || res.JSON200 == nil {
+			t.Fatalf("post ads: %v", err)
+		}
+		evs := []api.Event{
+			apiEvent("l-creative", api.Ad, "creative-new", api.Campaign, "camp2", api.InCampaign, at),
+			apiEvent("l-camp-new", api.Campaign, "camp-new", api.Advertiser, "adv-new", api.OfAdvertiser, at),
+			apiEvent("l-adv-new-ad", api.Ad, "adv-new-ad", api.Campaign, "camp-new", api.InCampaign, at),
+		}
+		if res, err := env.client.PostEventsWithResponse(ctx, api.EventsRequest{Events: evs}); err != nil || res.JSON200 == nil {
+			t.Fatalf("post launch edges: %v", err)
+		}
+		reach := func(share *float32) (map[string][2]int, [2]int) {
+			t.Helper()
+			reached := map[string][2]int{} // ad -> users of topic 2 reached, others reached
+			users := [2]int{}
+			for u := range 24 {
+				res, err := env.client.RetrieveCandidatesWithResponse(ctx, api.RetrieveRequest{User: &api.Ref{Type: api.User, Id: fmt.Sprintf("u%d", u)}, K: ptr(10), NewAdShare: share})
+				if err != nil || res.JSON200 == nil {
+					t.Fatalf("retrieve u%d: %v", u, err)
+				}
+				side := 1
+				if u%w.topics == 2 {
+					side = 0
+				}
+				users[side]++
+				for _, c := range res.JSON200.Candidates {
+					if c.Id == "creative-new" || c.Id == "adv-new-ad" {
+						r := reached[c.Id]
+						r[side]++
+						reached[c.Id] = r
+					}
+				}
+			}
+			return reached, users
+		}
+		// With one slot of ten for new ads, the creative reaches the guitar
+		// users, and them more often than the others (for whom it is also
+		// among the few new ads of this small world); without, nobody.
+		on, users := reach(ptr(float32(0.1)))
+		off, _ := reach(ptr(float32(0)))
+		for _, ad := range []string{"creative-new", "adv-new-ad"} {
+			t.Logf("new_ad_share 0.1: %s reaches %d of %d guitar users, %d of %d others (share 0: %d, %d)",
+				ad, on[ad][0], users[0], on[ad][1], users[1], off[ad][0], off[ad][1])
+		}
+		r := on["creative-new"]
+		if 3*r[0] < 2*users[0] || r[0]*users[1] <= r[1]*users[0] {
+			t.Errorf("share 0.1: the new creative reaches %d of %d guitar users and %d of %d others; want two thirds of the guitar users, and a larger share of them",
+				r[0], users[0], r[1], users[1])
+		}
+		if off["creative-new"][0] >= r[0] {
+			t.Errorf("the share did not lift the new creative: %d guitar users without, %d with", off["creative-new"][0], r[0])
+		}
+	})
+
 	t.Run("metrics and traces", func(t *testing.T) {
 		res, err := env.client.MetricsWithResponse(ctx)
 		if err != nil || res.StatusCode() != 200 {
@@ -726,9 +787,10 @@ func TestEndToEnd(t *testing.T) {
 			t.Errorf("served %d requests on v1 and %d on %s; want some on each", okV1.Load(), okV2.Load(), v2)
 		}
 		// The ads posted since the first snapshot survive the rebuild (they
-		// are in the graph): ad-new, ad-launch and ad-vintage.
-		if n := env.srv.Served().IndexSize(); n != 43 {
-			t.Errorf("index size after rebuild = %d, want 43", n)
+		// are in the graph): ad-new, ad-launch, ad-vintage, creative-new
+		// and adv-new-ad.
+		if n := env.srv.Served().IndexSize(); n != 45 {
+			t.Errorf("index size after rebuild = %d, want 45", n)
 		}
 	})
 
