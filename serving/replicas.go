@@ -245,18 +245,8 @@ func (s *Server) hotSwap(ctx context.Context, r *replication, info cluster.Model
 	}
 	build := r.opts.Build
 	build.PersistDir = "" // the directory is the publisher's: read its files (if they match this graph), never write
-	next, err := retrieval.Open(ctx, m, s.store, dir, s.store.MaxTS(), build)
+	next, err := retrieval.OpenVersion(ctx, m, s.store, dir, &retrieval.Announced{TrainedAt: info.TrainedAt, Metrics: info.Metrics}, build)
 	if err == nil {
-		gen := next.Gen
-		gen.Dir = dir
-		if !info.TrainedAt.IsZero() {
-			gen.TrainedAt = info.TrainedAt
-		}
-		for k, v := range info.Metrics {
-			if _, ok := gen.Metrics[k]; !ok {
-				gen.Metrics[k] = v
-			}
-		}
 		err = s.Publish(ctx, next)
 	}
 	if err != nil {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -368,44 +367,12 @@ func publishStored(ctx context.Context, srv *serving.Server, dataDir string, bui
 			return fmt.Errorf("load model %s: %w", dir, err)
 		}
 	}
-	store := srv.Store()
 	build.PersistDir = dir
-	next, err := retrieval.Open(ctx, m, store, dir, store.MaxTS(), build)
+	next, err := retrieval.OpenVersion(ctx, m, srv.Store(), dir, nil, build)
 	if err != nil {
-		return fmt.Errorf("build generation of %s: %w", m.Version(), err)
-	}
-	addStoredMetrics(next.Gen, dir)
-	if abs, err := filepath.Abs(dir); err == nil {
-		next.Gen.Dir = abs
+		return err
 	}
 	return srv.Publish(ctx, next)
-}
-
-// addStoredMetrics copies the training metrics of checkpoint dir into snap
-// (as the trainer's rounds do) and dates the snapshot by the checkpoint.
-// A missing or unreadable metrics file leaves snap as it is.
-func addStoredMetrics(snap *retrieval.Generation, dir string) {
-	path := filepath.Join(dir, model.FileMetrics)
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return
-	}
-	var tm model.TrainMetrics
-	if json.Unmarshal(b, &tm) != nil {
-		return
-	}
-	if st, err := os.Stat(path); err == nil {
-		snap.TrainedAt = st.ModTime()
-	}
-	snap.Metrics["steps"] = float64(tm.Steps)
-	snap.Metrics["train_events"] = float64(tm.TrainEvents)
-	if tm.Last != nil {
-		snap.Metrics["train_loss"] = tm.Last.Total
-	}
-	if v := tm.Validation; v != nil {
-		snap.Metrics["val_loss"] = v.Total
-		snap.Metrics["val_engagement_auc"] = v.AUC
-	}
 }
 
 // forceExitOnSecondSignal makes a SIGINT or SIGTERM received after ctx is
