@@ -270,7 +270,8 @@ func calibrationScore(ctx context.Context, eng *Engine, past *graph.Store, asOf 
 	p := model.CalibrationPoint{PriorWeight: w.Prior, Popularity: pop}
 	for _, u := range users {
 		ref := past.Ref(graph.NodeID{Type: graph.NodeUser, Idx: u})
-		res, err := eng.Retrieve(ctx, Request{User: &ref, K: o.K, ExcludeSeen: true, Weights: &w, AsOf: asOf, Popularity: pop})
+		res, err := eng.Retrieve(ctx, Request{User: &ref, K: o.K, ExcludeSeen: true, AsOf: asOf, Popularity: pop,
+			Weights: WeightOverrides{Prior: &w.Prior, CoEngagement: &w.CoEngagement, NewAdShare: &w.NewAdShare}})
 		if err != nil {
 			return p, fmt.Errorf("calibrate: %w", err)
 		}

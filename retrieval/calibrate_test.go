@@ -184,7 +184,8 @@ func TestCalibrate(t *testing.T) {
 				if pw == nil {
 					w = *c.PopularityWeight
 				}
-				res, err := eng.Retrieve(ctx, Request{User: &ref, K: 5, Weights: &rank.Weights{}, Popularity: pw, Exhaustive: true})
+				zero := float32(0)
+				res, err := eng.Retrieve(ctx, Request{User: &ref, K: 5, Weights: WeightOverrides{&zero, &zero, &zero}, Popularity: pw, Exhaustive: true})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -60,8 +60,9 @@ type Request struct {
 	Query string
 	// ExcludeSeen drops the ads the user has interacted with.
 	ExcludeSeen bool
-	// Weights overrides the engine's re-rank weights (nil: the engine's).
-	Weights *rank.Weights
+	// Weights overrides some of the re-rank weights for this request;
+	// the others are the engine's for the generation that answers.
+	Weights WeightOverrides
 	// AsOf is the graph time of the request (unix ms); 0 is now. Offline
 	// evaluation sets it to the query time; request-time embeddings are
 	// then not cached.
@@ -93,6 +94,9 @@ type Response struct {
 	Bag []index.WeightedToken
 	// Stats describe how the candidates were found.
 	Stats Stats
+	// Catalogue labels the tokens of the generation that answered (nil:
+	// none), for explanations.
+	Catalogue *index.Catalogue
 }
 
 // Candidate is one retrieved ad.
@@ -220,12 +224,30 @@ func (req *Request) Validate() error {
 		return fmt.Errorf("%w: user: type %s: candidates are retrieved for users (GET /v1/entities/%s/%s/similar finds ads near other entities)",
 			ErrBadRequest, req.User.Type, req.User.Type, req.User.ID)
 	}
-	if req.Weights != nil {
-		if err := req.Weights.Validate(); err != nil {
-			return fmt.Errorf("%w: %w", ErrBadRequest, err)
-		}
+	if err := req.Weights.apply(rank.DefaultWeights()).Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
 	return nil
+}
+
+// WeightOverrides override re-rank weights for one request; a nil field
+// keeps the engine's weight (for the prior, the calibrated weight of the
+// generation that answers, see [Engine.Weights]).
+type WeightOverrides struct {
+	Prior, CoEngagement, NewAdShare *float32
+}
+
+// apply returns w with o's weights in place of its own.
+func (o WeightOverrides) apply(w rank.Weights) rank.Weights {
+	for _, f := range []struct {
+		v   *float32
+		dst *float32
+	}{{o.Prior, &w.Prior}, {o.CoEngagement, &w.CoEngagement}, {o.NewAdShare, &w.NewAdShare}} {
+		if f.v != nil {
+			*f.dst = *f.v
+		}
+	}
+	return w
 }
 
 // Retrieve answers candidate ads for a known, never-seen or anonymous user:
@@ -248,10 +270,7 @@ func (e *Engine) Retrieve(ctx context.Context, req Request) (*Response, error) {
 	if asOf == 0 {
 		asOf = serveTime(e.store)
 	}
-	w := e.weights(s)
-	if req.Weights != nil {
-		w = *req.Weights
-	}
+	w := req.Weights.apply(e.weights(s))
 	idx := s.Live.Index.Snapshot()
 
 	var keyword *roaring.Bitmap
@@ -285,7 +304,7 @@ func (e *Engine) Retrieve(ctx context.Context, req Request) (*Response, error) {
 		vec = e.weighPopularity(s, vec, req.Popularity)
 	}
 	st.Embed = time.Since(embedStart)
-	out := &Response{Version: s.Gen.Version, FreshUser: fresh, Candidates: []Candidate{}, Stats: st}
+	out := &Response{Version: s.Gen.Version, FreshUser: fresh, Candidates: []Candidate{}, Stats: st, Catalogue: s.Gen.Catalogue}
 	if vec == nil { // keywords only, and none matched
 		return out, nil
 	}

@@ -56,7 +56,7 @@ func testRetrieveFreshBatched(t *testing.T, srv *Server, engine *retrieval.Engin
 		body := fmt.Sprintf(`{"user":{"type":"user","id":"fresh-%d"},"k":20,"user_content":{"text":"%s"},"context_events":[`+
 			`{"dst":{"type":"ad","id":"ad%d"},"type":"click","ts":1700000000000},{"dst":{"type":"ad","id":"ad%d"},"type":"click","ts":1700000060000}]}`,
 			i, []string{"running shoes", "espresso grinder", "", "tent lantern"}[i%4], (7*i)%400, (13*i+5)%400)
-		p, err := decodeRetrieve([]byte(body), srv.engine.Options().Weights)
+		p, err := decodeRetrieve([]byte(body))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -55,7 +55,7 @@ func BenchmarkEngineRetrieve(b *testing.B) {
 		{"fresh", freshBenchBody},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			p, err := decodeRetrieve([]byte(bc.body), env.engine.Options().Weights)
+			p, err := decodeRetrieve([]byte(bc.body))
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -7,7 +7,6 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/hir-ads/hir/api"
-	"github.com/hir-ads/hir/rank"
 )
 
 // NewCeilingHandler returns the HTTP ceiling of POST /v1/retrieve for
@@ -18,7 +17,6 @@ import (
 // without middleware. What a real server answers below it is the cost of
 // retrieval, telemetry and middleware. Safe for concurrent use.
 func NewCeilingHandler() http.Handler {
-	weights := rank.DefaultWeights()
 	canned := make([]api.Candidate, MaxK)
 	for i := range canned {
 		canned[i] = api.Candidate{Type: api.NodeType("ad"), Id: "a" + strconv.Itoa(i), Score: float32(MaxK-i) / MaxK}
@@ -31,7 +29,7 @@ func NewCeilingHandler() http.Handler {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		p, err := decodeRetrieve(body, weights)
+		p, err := decodeRetrieve(body)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return

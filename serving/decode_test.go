@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/hir-ads/hir/graph"
-	"github.com/hir-ads/hir/rank"
 )
 
 // FuzzDecodeEvents checks that the events decoder never panics, that what it
@@ -92,7 +91,7 @@ func FuzzDecodeRetrieve(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		p, err := decodeRetrieve(body, rank.DefaultWeights())
+		p, err := decodeRetrieve(body)
 		if err != nil {
 			if status, _, _ := classify(err); status < 400 || status >= 500 {
 				t.Fatalf("decode error %v maps to status %d, want 4xx", err, status)
@@ -103,8 +102,8 @@ func FuzzDecodeRetrieve(f *testing.F) {
 		switch {
 		case req.K < 1 || req.K > MaxK:
 			t.Fatalf("accepted k %d", req.K)
-		case req.Weights != nil && req.Weights.Validate() != nil:
-			t.Fatalf("accepted weights %+v", *req.Weights)
+		case req.Validate() != nil:
+			t.Fatalf("accepted an invalid request: %v", req.Validate())
 		case len(req.ContextEvents) > MaxContextEvents:
 			t.Fatalf("accepted %d context events", len(req.ContextEvents))
 		case req.User == nil && len(req.ContextEvents) == 0 && req.Query == "":

@@ -65,9 +65,9 @@ type retrieveParams struct {
 	explain bool
 }
 
-// decodeRetrieve decodes and validates a retrieve request body; defaults
-// holds the server's re-rank weights, which the request may override.
-func decodeRetrieve(body []byte, defaults rank.Weights) (*retrieveParams, error) {
+// decodeRetrieve decodes and validates a retrieve request body; the weights
+// it sets override the engine's for this request.
+func decodeRetrieve(body []byte) (*retrieveParams, error) {
 	var raw retrieveRequest
 	if err := decodeStrict(body, &raw); err != nil {
 		return nil, err
@@ -96,27 +96,24 @@ func decodeRetrieve(body []byte, defaults rank.Weights) (*retrieveParams, error)
 	if raw.Explain != nil {
 		p.explain = *raw.Explain
 	}
-	w := defaults
-	if v := raw.PriorWeight; v != nil {
-		if !(*v >= 0 && *v <= rank.MaxPriorWeight) {
-			return nil, badRequestf("prior_weight: %v is out of range 0..%v", *v, rank.MaxPriorWeight)
+	for _, f := range []struct {
+		name string
+		v    *float64
+		max  float64
+		dst  **float32
+	}{
+		{"prior_weight", raw.PriorWeight, rank.MaxPriorWeight, &req.Weights.Prior},
+		{"coengagement_weight", raw.CoEngageWeight, rank.MaxCoEngageWeight, &req.Weights.CoEngagement},
+		{"new_ad_share", raw.NewAdShare, rank.MaxNewAdShare, &req.Weights.NewAdShare},
+	} {
+		if f.v == nil {
+			continue
 		}
-		w.Prior = float32(*v)
-	}
-	if v := raw.CoEngageWeight; v != nil {
-		if !(*v >= 0 && *v <= rank.MaxCoEngageWeight) {
-			return nil, badRequestf("coengagement_weight: %v is out of range 0..%v", *v, rank.MaxCoEngageWeight)
+		if !(*f.v >= 0 && *f.v <= f.max) {
+			return nil, badRequestf("%s: %v is out of range 0..%v", f.name, *f.v, f.max)
 		}
-		w.CoEngagement = float32(*v)
-	}
-	if v := raw.NewAdShare; v != nil {
-		if !(*v >= 0 && *v <= rank.MaxNewAdShare) {
-			return nil, badRequestf("new_ad_share: %v is out of range 0..%v", *v, rank.MaxNewAdShare)
-		}
-		w.NewAdShare = float32(*v)
-	}
-	if raw.PriorWeight != nil || raw.CoEngageWeight != nil || raw.NewAdShare != nil {
-		req.Weights = &w
+		v := float32(*f.v)
+		*f.dst = &v
 	}
 	if raw.Query != nil {
 		req.Query = *raw.Query
@@ -195,7 +192,7 @@ func (s *Server) RetrieveCandidates(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	p, err := s.checkRetrieve(decodeRetrieve(body, s.engine.Weights()))
+	p, err := s.checkRetrieve(decodeRetrieve(body))
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -257,10 +254,7 @@ func (s *Server) retrieveResponse(res *retrieval.Response, explain bool) api.Ret
 	fresh, newUser := res.FreshUser, res.NewUser
 	out := api.RetrieveResponse{ModelVersion: res.Version, FreshUser: &fresh, NewUser: &newUser,
 		Candidates: make([]api.Candidate, 0, len(res.Candidates))}
-	var cat *index.Catalogue
-	if cur := s.engine.Current(); cur != nil && cur.Gen.Version == res.Version {
-		cat = cur.Gen.Catalogue
-	}
+	cat := res.Catalogue
 	var weights map[index.Token]float32 // the query tokens' weights, for explanations
 	if explain {
 		weights = make(map[index.Token]float32, len(res.Bag))

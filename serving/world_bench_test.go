@@ -144,7 +144,7 @@ func BenchmarkRetrieveWorld(b *testing.B) {
 	type benchCase struct {
 		name    string
 		filter  *index.Filter
-		weights *rank.Weights
+		weights retrieval.WeightOverrides
 		fresh   bool
 	}
 	// HIR_BENCH_PRIOR=W adds known users at prior weight W (a model
@@ -155,16 +155,18 @@ func BenchmarkRetrieveWorld(b *testing.B) {
 		if err != nil {
 			b.Fatalf("HIR_BENCH_PRIOR: %v", err)
 		}
-		pw := &rank.Weights{Prior: float32(w), CoEngagement: rank.DefaultCoEngageWeight}
+		prior := float32(w)
+		pw := retrieval.WeightOverrides{Prior: &prior}
 		extra = []benchCase{{"filter=none/prior=" + v, nil, pw, false}, {"filter=1%/prior=" + v, onePct, pw, false}}
 	}
+	var engines, zero = retrieval.WeightOverrides{}, float32(0)
 	for _, fc := range append([]benchCase{
-		{"filter=none", nil, nil, false},
-		{"filter=1%", onePct, nil, false},
-		{"filter=none/similarity-only", nil, &rank.Weights{}, false},
-		{"filter=none/calibrated-prior", nil, nil, false},
-		{"fresh/filter=none", nil, nil, true},
-		{"fresh/narrow/filter=none", nil, nil, true},
+		{"filter=none", nil, engines, false},
+		{"filter=1%", onePct, engines, false},
+		{"filter=none/similarity-only", nil, retrieval.WeightOverrides{Prior: &zero, CoEngagement: &zero, NewAdShare: &zero}, false},
+		{"filter=none/calibrated-prior", nil, engines, false},
+		{"fresh/filter=none", nil, engines, true},
+		{"fresh/narrow/filter=none", nil, engines, true},
 	}, extra...) {
 		b.Run(fc.name, func(b *testing.B) {
 			eng := eng
