@@ -32,14 +32,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-if ! docker info >/dev/null 2>&1; then
-	if [[ $(id -u) == 0 ]] && command -v dockerd >/dev/null; then
-		say "no engine answers: starting dockerd --iptables=false (log /var/tmp/hir-dockerd.log)"
-		nohup dockerd --iptables=false >/var/tmp/hir-dockerd.log 2>&1 &
-		for _ in $(seq 60); do docker info >/dev/null 2>&1 && break; sleep 0.5; done
-	fi
-	docker info >/dev/null 2>&1 || skip "no container engine runs here and none could be started"
-fi
+# shellcheck source=lib/docker-engine.sh
+source scripts/lib/docker-engine.sh
+docker_engine || skip "no container engine runs here and none could be started"
 plugin=
 docker compose version >/dev/null 2>&1 && plugin=1
 [[ -n $plugin ]] || command -v docker-compose >/dev/null || skip "neither 'docker compose' nor docker-compose is installed"

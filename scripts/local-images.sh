@@ -24,14 +24,9 @@ go_image=${HIR_GO_IMAGE:-golang:1.26-bookworm}
 redis_image=${HIR_REDIS_IMAGE:-redis:7}
 
 command -v docker >/dev/null || die "no docker CLI (Debian: apt-get install docker.io docker-compose)"
-if ! docker info >/dev/null 2>&1; then
-	if [[ $(id -u) == 0 ]] && command -v dockerd >/dev/null; then
-		say "no engine answers: starting dockerd --iptables=false (log /var/tmp/hir-dockerd.log)"
-		nohup dockerd --iptables=false >/var/tmp/hir-dockerd.log 2>&1 &
-		for _ in $(seq 60); do docker info >/dev/null 2>&1 && break; sleep 0.5; done
-	fi
-	docker info >/dev/null 2>&1 || die "no container engine answers (start dockerd, or run this as root)"
-fi
+# shellcheck source=lib/docker-engine.sh
+source scripts/lib/docker-engine.sh
+docker_engine || die "no container engine answers (start dockerd, or run this as root)"
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
