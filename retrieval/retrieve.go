@@ -592,6 +592,51 @@ func (e *Engine) Vector(ctx context.Context, ref graph.Ref) ([]float32, *Served,
 	return vec, s, err
 }
 
+// Similar is one entity near another ([Engine.Similar]).
+type Similar struct {
+	Ref   graph.Ref
+	Score float32
+}
+
+// Similar returns the version serving and up to k entities of type target
+// nearest to the stored entity ref by dot product of their embeddings, best
+// first, ref itself left out: ads from the live index (every ad, exactly),
+// other types from the generation's embeddings. It loads the served state
+// once; ErrNotFound for an entity the graph does not hold, ErrNoGeneration
+// before the first publication.
+func (e *Engine) Similar(ctx context.Context, ref graph.Ref, target graph.NodeType, k int) (string, []Similar, error) {
+	vec, s, err := e.Vector(ctx, ref) // the one load of the served state
+	if err != nil {
+		return "", nil, err
+	}
+	id, _ := e.store.Lookup(ref)
+	out := []Similar{}
+	if target == graph.NodeAd {
+		q := index.Query{Vector: vec, K: k, Exhaustive: true}
+		if id.Type == graph.NodeAd {
+			q.Exclude = roaring.BitmapOf(id.Idx)
+		}
+		res, err := s.Live.Index.Snapshot().Search(ctx, q)
+		if err != nil {
+			return "", nil, fmt.Errorf("search index: %w", err)
+		}
+		for _, h := range res.Hits {
+			out = append(out, Similar{Ref: e.store.Ref(graph.NodeID{Type: graph.NodeAd, Idx: h.ID}), Score: h.Score})
+		}
+		return s.Gen.Version, out, nil
+	}
+	if m := s.Gen.Embeddings[target]; m != nil {
+		top, err := m.TopK(ctx, vec, k, id.Idx, id.Type == target)
+		if err != nil {
+			return "", nil, err
+		}
+		for _, sc := range top {
+			out = append(out, Similar{Ref: e.store.Ref(graph.NodeID{Type: target, Idx: sc.Idx}), Score: sc.Score})
+		}
+	}
+	return s.Gen.Version, out, nil
+}
+
 // keywordCentroid is the normalised mean embedding of the keyword hits that
 // are indexed ads, nil when there are none.
 func keywordCentroid(idx *index.Snapshot, keyword *roaring.Bitmap) []float32 {

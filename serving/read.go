@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/RoaringBitmap/roaring/v2"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
@@ -386,43 +385,15 @@ func (s *Server) GetSimilar(w http.ResponseWriter, r *http.Request, pType api.En
 		}
 		k = *params.K
 	}
-	vec, cur, err := s.engine.Vector(ctx, ref)
+	version, items, err := s.engine.Similar(ctx, ref, target, k)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
-	nid, _ := s.store.Lookup(ref)
 	out := api.SimilarResponse{Entity: api.Ref{Type: api.NodeType(ref.Type.String()), Id: ref.ID},
-		ModelVersion: cur.Gen.Version, Items: []api.SimilarItem{}}
-	tname := api.NodeType(target.String())
-	if target == graph.NodeAd {
-		q := index.Query{Vector: vec, K: k, Exhaustive: true}
-		if nid.Type == graph.NodeAd {
-			q.Exclude = roaring.BitmapOf(nid.Idx)
-		}
-		res, err := cur.Live.Index.Snapshot().Search(ctx, q)
-		if err != nil {
-			s.writeProblem(w, r, fmt.Errorf("search index: %w", err))
-			return
-		}
-		for _, h := range res.Hits {
-			out.Items = append(out.Items, api.SimilarItem{Type: tname,
-				Id: s.store.Ref(graph.NodeID{Type: graph.NodeAd, Idx: h.ID}).ID, Score: h.Score})
-		}
-		writeJSON(w, http.StatusOK, out)
-		return
-	}
-	m := cur.Gen.Embeddings[target]
-	if m != nil {
-		top, err := m.TopK(ctx, vec, k, nid.Idx, nid.Type == target)
-		if err != nil {
-			s.writeProblem(w, r, err)
-			return
-		}
-		for _, sc := range top {
-			out.Items = append(out.Items, api.SimilarItem{Type: tname,
-				Id: s.store.Ref(graph.NodeID{Type: target, Idx: sc.Idx}).ID, Score: sc.Score})
-		}
+		ModelVersion: version, Items: make([]api.SimilarItem, 0, len(items))}
+	for _, it := range items {
+		out.Items = append(out.Items, api.SimilarItem{Type: api.NodeType(it.Ref.Type.String()), Id: it.Ref.ID, Score: it.Score})
 	}
 	writeJSON(w, http.StatusOK, out)
 }
