@@ -120,7 +120,11 @@ type AppendResult struct {
 type ConflictError struct {
 	Index  int      // the event's index in the batch
 	ID     string   // its id
-	Fields []string // what differs: "src", "dst", "type", "ts", "weight" (nil: not known)
+	// Fields name what differs ("src", "dst", "type", "ts", "weight"), as
+	// far as the stored fingerprint tells: a part that differs is left out
+	// with a chance of 1 in 64 (its 6 bits of hash agree), and nil means
+	// none could be told.
+	Fields []string
 }
 
 func (e *ConflictError) Error() string {
