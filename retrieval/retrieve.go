@@ -592,6 +592,38 @@ func (e *Engine) Vector(ctx context.Context, ref graph.Ref) ([]float32, *Served,
 	return vec, s, err
 }
 
+// Interest is one token of an entity's Bag of Meaning ([Engine.Interests]).
+type Interest struct {
+	Token  index.Token
+	Weight float32
+	// Label is the token's label in the generation's catalogue ("" for
+	// none).
+	Label string
+}
+
+// Interests returns the version serving and the Bag-of-Meaning tokens of
+// the stored entity ref, with their weights and labels. It loads the
+// served state once; ErrNotFound for an entity the graph does not hold,
+// ErrNoGeneration before the first publication.
+func (e *Engine) Interests(ctx context.Context, ref graph.Ref) (string, []Interest, error) {
+	vec, s, err := e.Vector(ctx, ref) // the one load of the served state
+	if err != nil {
+		return "", nil, err
+	}
+	bag := s.Live.Index.Quantizer().Bag(vec)
+	out := make([]Interest, 0, len(bag))
+	for _, wt := range bag {
+		in := Interest{Token: wt.Token, Weight: wt.Weight}
+		if cat := s.Gen.Catalogue; cat != nil {
+			if info, ok := cat.Get(wt.Token); ok {
+				in.Label = info.Label
+			}
+		}
+		out = append(out, in)
+	}
+	return s.Gen.Version, out, nil
+}
+
 // Similar is one entity near another ([Engine.Similar]).
 type Similar struct {
 	Ref   graph.Ref

@@ -286,12 +286,21 @@ func (s *Server) retrieveResponse(res *retrieval.Response, explain bool) api.Ret
 
 // tokenRef describes token t with its label from cat (nil: none).
 func tokenRef(cat *index.Catalogue, t index.Token, weight float32) api.TokenRef {
-	tr := api.TokenRef{Token: formatToken(t), Level: t.Level()}
+	label := ""
 	if cat != nil {
-		if info, ok := cat.Get(t); ok && info.Label != "" {
-			l := info.Label
-			tr.Label = &l
+		if info, ok := cat.Get(t); ok {
+			label = info.Label
 		}
+	}
+	return labelledTokenRef(t, label, weight)
+}
+
+// labelledTokenRef describes token t with its label ("": none) and weight
+// (0: none).
+func labelledTokenRef(t index.Token, label string, weight float32) api.TokenRef {
+	tr := api.TokenRef{Token: formatToken(t), Level: t.Level()}
+	if label != "" {
+		tr.Label = &label
 	}
 	if weight != 0 {
 		w := weight
@@ -346,16 +355,15 @@ func (s *Server) GetInterests(w http.ResponseWriter, r *http.Request, pType api.
 		s.writeProblem(w, r, err)
 		return
 	}
-	vec, cur, err := s.engine.Vector(r.Context(), ref)
+	version, interests, err := s.engine.Interests(r.Context(), ref)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
-	bag := cur.Live.Index.Quantizer().Bag(vec)
 	out := api.InterestsResponse{Entity: api.Ref{Type: api.NodeType(ref.Type.String()), Id: ref.ID},
-		ModelVersion: cur.Gen.Version, Tokens: make([]api.TokenRef, 0, len(bag))}
-	for _, wt := range bag {
-		out.Tokens = append(out.Tokens, tokenRef(cur.Gen.Catalogue, wt.Token, wt.Weight))
+		ModelVersion: version, Tokens: make([]api.TokenRef, 0, len(interests))}
+	for _, in := range interests {
+		out.Tokens = append(out.Tokens, labelledTokenRef(in.Token, in.Label, in.Weight))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
