@@ -624,6 +624,43 @@ func (e *Engine) Interests(ctx context.Context, ref graph.Ref) (string, []Intere
 	return s.Gen.Version, out, nil
 }
 
+// TokenView describes one interest token of the generation serving
+// ([Engine.Token]).
+type TokenView struct {
+	Version string
+	Info    index.TokenInfo // label, parent, children
+	// Size is the number of live ads in the token's posting, and Members
+	// the first up to the sample size asked for.
+	Size    int
+	Members []graph.Ref
+}
+
+// Token describes token t in the generation serving, with up to sample
+// member ads. It loads the served state once; ErrNotFound (wrapped) for a
+// token the generation's catalogue does not hold, ErrNoGeneration before
+// the first publication.
+func (e *Engine) Token(t index.Token, sample int) (*TokenView, error) {
+	s := e.cur.Load()
+	if s == nil {
+		return nil, ErrNoGeneration
+	}
+	var info index.TokenInfo
+	ok := false
+	if s.Gen.Catalogue != nil {
+		info, ok = s.Gen.Catalogue.Get(t)
+	}
+	if !ok {
+		return nil, fmt.Errorf("%w: unknown token %d.%d in model %s", ErrNotFound, t.Level(), t.Code(), s.Gen.Version)
+	}
+	post := s.Live.Index.Snapshot().Postings(t)
+	v := &TokenView{Version: s.Gen.Version, Info: info, Size: int(post.GetCardinality()), Members: []graph.Ref{}}
+	it := post.Iterator()
+	for it.HasNext() && len(v.Members) < sample {
+		v.Members = append(v.Members, e.store.Ref(graph.NodeID{Type: graph.NodeAd, Idx: it.Next()}))
+	}
+	return v, nil
+}
+
 // Similar is one entity near another ([Engine.Similar]).
 type Similar struct {
 	Ref   graph.Ref

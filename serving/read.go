@@ -414,23 +414,13 @@ func (s *Server) GetToken(w http.ResponseWriter, r *http.Request, token string) 
 		s.writeProblem(w, r, err)
 		return
 	}
-	cur := s.engine.Current()
-	if cur == nil {
-		s.writeProblem(w, r, ErrNoSnapshot)
+	v, err := s.engine.Token(t, sampleMembers)
+	if err != nil {
+		s.writeProblem(w, r, err)
 		return
 	}
-	var info index.TokenInfo
-	ok := false
-	if cur.Gen.Catalogue != nil {
-		info, ok = cur.Gen.Catalogue.Get(t)
-	}
-	if !ok {
-		s.writeProblem(w, r, notFoundf("unknown token %s in model %s", token, cur.Gen.Version))
-		return
-	}
-	idx := cur.Live.Index.Snapshot()
-	post := idx.Postings(t)
-	out := api.TokenInfo{Token: formatToken(t), Level: t.Level(), Size: int(post.GetCardinality())}
+	info := v.Info
+	out := api.TokenInfo{Token: formatToken(t), Level: t.Level(), Size: v.Size}
 	if info.Label != "" {
 		l := info.Label
 		out.Label = &l
@@ -444,10 +434,8 @@ func (s *Server) GetToken(w http.ResponseWriter, r *http.Request, token string) 
 		children = append(children, formatToken(c))
 	}
 	out.Children = &children
-	members := []api.Ref{}
-	it := post.Iterator()
-	for it.HasNext() && len(members) < sampleMembers {
-		ref := s.store.Ref(graph.NodeID{Type: graph.NodeAd, Idx: it.Next()})
+	members := make([]api.Ref, 0, len(v.Members))
+	for _, ref := range v.Members {
 		members = append(members, api.Ref{Type: api.NodeType(ref.Type.String()), Id: ref.ID})
 	}
 	out.SampleMembers = &members
