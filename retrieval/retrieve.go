@@ -661,6 +661,68 @@ func (e *Engine) Token(t index.Token, sample int) (*TokenView, error) {
 	return v, nil
 }
 
+// TokenPage is a page of the ads in a token's posting ([Engine.TokenMembers]).
+type TokenPage struct {
+	Version string
+	// Total is the number of live ads in the posting; Members are the page,
+	// by ascending node index.
+	Total   int
+	Members []graph.NodeID
+	// Next is the node index the next page starts at, when More is set.
+	Next uint32
+	More bool
+}
+
+// TokenMembers returns up to limit ads of token t's posting in the
+// generation serving, from node index from on. It loads the served state
+// once; ErrNotFound (wrapped) for a token the generation's catalogue does
+// not hold, ErrNoGeneration before the first publication.
+func (e *Engine) TokenMembers(t index.Token, from uint32, limit int) (*TokenPage, error) {
+	s := e.cur.Load()
+	if s == nil {
+		return nil, ErrNoGeneration
+	}
+	if !s.Gen.hasToken(t) {
+		return nil, fmt.Errorf("%w: unknown token %d.%d in model %s", ErrNotFound, t.Level(), t.Code(), s.Gen.Version)
+	}
+	post := s.Live.Index.Snapshot().Postings(t)
+	p := &TokenPage{Version: s.Gen.Version, Total: int(post.GetCardinality()), Members: []graph.NodeID{}}
+	it := post.Iterator()
+	it.AdvanceIfNeeded(from)
+	for it.HasNext() {
+		id := it.Next()
+		if len(p.Members) == limit {
+			p.Next, p.More = id, true
+			break
+		}
+		p.Members = append(p.Members, graph.NodeID{Type: graph.NodeAd, Idx: id})
+	}
+	return p, nil
+}
+
+// Events returns the total number of events the stored entity ref is the
+// source of and up to limit of them from offset on, newest first.
+// ErrNotFound for an entity the graph does not hold.
+func (e *Engine) Events(ref graph.Ref, offset uint64, limit int) (int, []graph.Edge, error) {
+	id, ok := e.store.Lookup(ref)
+	if !ok {
+		return 0, nil, fmt.Errorf("%w: unknown entity %s", ErrNotFound, ref)
+	}
+	out := []graph.Edge{}
+	n := uint64(0)
+	e.store.Neighbors(id, math.MaxInt64, func(ed graph.Edge) bool {
+		if !ed.Out {
+			return true
+		}
+		if n >= offset && len(out) < limit {
+			out = append(out, ed)
+		}
+		n++
+		return true
+	})
+	return int(n), out, nil
+}
+
 // Similar is one entity near another ([Engine.Similar]).
 type Similar struct {
 	Ref   graph.Ref
@@ -742,4 +804,13 @@ func keywordCentroid(idx *index.Snapshot, keyword *roaring.Bitmap) []float32 {
 		sum[i] *= inv
 	}
 	return sum
+}
+
+// hasToken reports whether g's catalogue holds token t.
+func (g *Generation) hasToken(t index.Token) bool {
+	if g.Catalogue == nil {
+		return false
+	}
+	_, ok := g.Catalogue.Get(t)
+	return ok
 }

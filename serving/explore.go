@@ -198,38 +198,24 @@ func (s *Server) ListTokenMembers(w http.ResponseWriter, r *http.Request, token 
 		s.writeProblem(w, r, badRequestf("cursor: %q is not a cursor this server returned", clip(*params.Cursor)))
 		return
 	}
-	cur := s.engine.Current()
-	if cur == nil {
-		s.writeProblem(w, r, ErrNoSnapshot)
+	page, err := s.engine.TokenMembers(t, uint32(from), limit)
+	if err != nil {
+		s.writeProblem(w, r, err)
 		return
 	}
-	if cur.Gen.Catalogue == nil {
-		s.writeProblem(w, r, notFoundf("unknown token %s in model %s", token, cur.Gen.Version))
-		return
-	}
-	if _, ok := cur.Gen.Catalogue.Get(t); !ok {
-		s.writeProblem(w, r, notFoundf("unknown token %s in model %s", token, cur.Gen.Version))
-		return
-	}
-	post := cur.Live.Index.Snapshot().Postings(t)
-	out := api.MemberPage{Token: formatToken(t), ModelVersion: cur.Gen.Version, Total: int(post.GetCardinality()),
-		Items: []api.Member{}}
-	it := post.Iterator()
-	it.AdvanceIfNeeded(uint32(from))
-	for it.HasNext() {
-		id := it.Next()
-		if len(out.Items) == limit {
-			c := explore.FormatCursor(uint64(id))
-			out.NextCursor = &c
-			break
-		}
-		nid := graph.NodeID{Type: graph.NodeAd, Idx: id}
+	out := api.MemberPage{Token: formatToken(t), ModelVersion: page.Version, Total: page.Total,
+		Items: make([]api.Member, 0, len(page.Members))}
+	for _, nid := range page.Members {
 		m := api.Member{Type: api.Ad, Id: s.store.Ref(nid).ID}
 		if e := s.store.Entity(nid); e != nil && e.Text != "" {
 			txt := cutAtRune(e.Text, memberTextBytes)
 			m.Text = &txt
 		}
 		out.Items = append(out.Items, m)
+	}
+	if page.More {
+		c := explore.FormatCursor(uint64(page.Next))
+		out.NextCursor = &c
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -247,26 +233,17 @@ func (s *Server) ListEntityEvents(w http.ResponseWriter, r *http.Request, pType 
 		s.writeProblem(w, r, err)
 		return
 	}
-	nid, ok := s.store.Lookup(ref)
-	if !ok {
-		s.writeProblem(w, r, fmt.Errorf("%w: unknown entity %s", retrieval.ErrNotFound, ref))
+	total, edges, err := s.engine.Events(ref, offset, limit)
+	if err != nil {
+		s.writeProblem(w, r, err)
 		return
 	}
-	out := api.EventPage{Entity: apiRef(ref), Events: []api.EventRecord{}}
-	n := uint64(0)
-	s.store.Neighbors(nid, math.MaxInt64, func(e graph.Edge) bool {
-		if !e.Out {
-			return true
-		}
-		if n >= offset && len(out.Events) < limit {
-			out.Events = append(out.Events, api.EventRecord{Dst: apiRef(s.store.Ref(e.Nbr)),
-				Type: api.EdgeType(e.Type.String()), Ts: msTime(e.TS), Weight: e.Weight})
-		}
-		n++
-		return true
-	})
-	out.Total = int(n)
-	if next := offset + uint64(len(out.Events)); len(out.Events) == limit && next < n {
+	out := api.EventPage{Entity: apiRef(ref), Total: total, Events: make([]api.EventRecord, 0, len(edges))}
+	for _, e := range edges {
+		out.Events = append(out.Events, api.EventRecord{Dst: apiRef(s.store.Ref(e.Nbr)),
+			Type: api.EdgeType(e.Type.String()), Ts: msTime(e.TS), Weight: e.Weight})
+	}
+	if next := offset + uint64(len(out.Events)); len(out.Events) == limit && next < uint64(total) {
 		c := explore.FormatCursor(next)
 		out.NextCursor = &c
 	}
