@@ -661,6 +661,74 @@ func (e *Engine) Token(t index.Token, sample int) (*TokenView, error) {
 	return v, nil
 }
 
+// TokenList is the tokens of one level, or the children of one token, of
+// the generation serving ([Engine.Tokens]).
+type TokenList struct {
+	Version string
+	// Levels is the number of token levels of the generation's catalogue.
+	Levels int
+	// Tokens are largest first (live ads in the posting), then by code;
+	// each with up to the sample of members asked for.
+	Tokens []TokenView
+}
+
+// Tokens returns the tokens of level, or with parent the children of that
+// token, of the generation serving, largest first. It loads the served
+// state once; ErrBadRequest (wrapped) for a level the generation does not
+// have, ErrNotFound (wrapped) for an unknown parent, ErrNoGeneration before
+// the first publication.
+func (e *Engine) Tokens(level int, parent *index.Token, sample int) (*TokenList, error) {
+	s := e.cur.Load()
+	if s == nil {
+		return nil, ErrNoGeneration
+	}
+	cat := s.Gen.Catalogue
+	var all []index.Token
+	if cat != nil {
+		all = cat.Tokens()
+	}
+	levels := 0
+	for _, t := range all {
+		levels = max(levels, t.Level()+1)
+	}
+	var toks []index.Token
+	switch {
+	case parent != nil:
+		if !s.Gen.hasToken(*parent) {
+			return nil, fmt.Errorf("%w: unknown token %d.%d in model %s", ErrNotFound, parent.Level(), parent.Code(), s.Gen.Version)
+		}
+		info, _ := cat.Get(*parent)
+		toks = slices.Clone(info.Children)
+	case level >= levels:
+		return nil, fmt.Errorf("%w: level: %d is out of range: model %s has levels 0..%d", ErrBadRequest, level, s.Gen.Version, levels-1)
+	default:
+		for _, t := range all {
+			if t.Level() == level {
+				toks = append(toks, t)
+			}
+		}
+	}
+	idx := s.Live.Index.Snapshot()
+	out := &TokenList{Version: s.Gen.Version, Levels: levels, Tokens: make([]TokenView, 0, len(toks))}
+	for _, t := range toks {
+		info, _ := cat.Get(t)
+		post := idx.Postings(t)
+		v := TokenView{Version: s.Gen.Version, Info: info, Size: int(post.GetCardinality()), Members: []graph.Ref{}}
+		it := post.Iterator()
+		for it.HasNext() && len(v.Members) < sample {
+			v.Members = append(v.Members, e.store.Ref(graph.NodeID{Type: graph.NodeAd, Idx: it.Next()}))
+		}
+		out.Tokens = append(out.Tokens, v)
+	}
+	slices.SortFunc(out.Tokens, func(a, b TokenView) int {
+		if c := cmp.Compare(b.Size, a.Size); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Info.Token.Code(), b.Info.Token.Code())
+	})
+	return out, nil
+}
+
 // TokenPage is a page of the ads in a token's posting ([Engine.TokenMembers]).
 type TokenPage struct {
 	Version string

@@ -100,64 +100,21 @@ func (s *Server) ListTokens(w http.ResponseWriter, r *http.Request, params api.L
 		}
 		parent, level = &p, p.Level()+1
 	}
-	cur := s.engine.Current()
-	if cur == nil {
-		s.writeProblem(w, r, ErrNoSnapshot)
+	list, err := s.engine.Tokens(level, parent, tokenSampleMembers)
+	if err != nil {
+		s.writeProblem(w, r, err)
 		return
 	}
-	cat := cur.Gen.Catalogue
-	var all []index.Token
-	if cat != nil {
-		all = cat.Tokens()
-	}
-	levels := 0
-	for _, t := range all {
-		levels = max(levels, t.Level()+1)
-	}
-	if parent == nil && level >= levels {
-		s.writeProblem(w, r, badRequestf("level: %d is out of range: model %s has levels 0..%d", level, cur.Gen.Version, levels-1))
-		return
-	}
-	var toks []index.Token
-	if parent != nil {
-		var info index.TokenInfo
-		ok := false
-		if cat != nil {
-			info, ok = cat.Get(*parent)
-		}
-		if !ok {
-			s.writeProblem(w, r, notFoundf("unknown token %s in model %s", formatToken(*parent), cur.Gen.Version))
-			return
-		}
-		toks = slices.Clone(info.Children)
-	} else {
-		for _, t := range all {
-			if t.Level() == level {
-				toks = append(toks, t)
-			}
-		}
-	}
-	idx := cur.Live.Index.Snapshot()
-	sizes := make(map[index.Token]int, len(toks))
-	for _, t := range toks {
-		sizes[t] = int(idx.Postings(t).GetCardinality())
-	}
-	slices.SortFunc(toks, func(a, b index.Token) int {
-		if c := cmp.Compare(sizes[b], sizes[a]); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.Code(), b.Code())
-	})
-	lo, hi, more := explore.Page(len(toks), offset, limit)
-	out := api.TokenPage{ModelVersion: cur.Gen.Version, Level: level, Levels: levels, Total: len(toks),
+	lo, hi, more := explore.Page(len(list.Tokens), offset, limit)
+	out := api.TokenPage{ModelVersion: list.Version, Level: level, Levels: list.Levels, Total: len(list.Tokens),
 		Tokens: make([]api.TokenSummary, 0, hi-lo)}
 	if parent != nil {
 		p := formatToken(*parent)
 		out.Parent = &p
 	}
-	for _, t := range toks[lo:hi] {
-		info, _ := cat.Get(t)
-		ts := api.TokenSummary{Token: formatToken(t), Level: t.Level(), Size: sizes[t], Children: len(info.Children)}
+	for _, v := range list.Tokens[lo:hi] {
+		info := v.Info
+		ts := api.TokenSummary{Token: formatToken(info.Token), Level: info.Token.Level(), Size: v.Size, Children: len(info.Children)}
 		if info.Label != "" {
 			l := info.Label
 			ts.Label = &l
@@ -166,10 +123,9 @@ func (s *Server) ListTokens(w http.ResponseWriter, r *http.Request, params api.L
 			p := formatToken(*info.Parent)
 			ts.Parent = &p
 		}
-		members := []api.Ref{}
-		it := idx.Postings(t).Iterator()
-		for it.HasNext() && len(members) < tokenSampleMembers {
-			members = append(members, apiRef(s.store.Ref(graph.NodeID{Type: graph.NodeAd, Idx: it.Next()})))
+		members := make([]api.Ref, 0, len(v.Members))
+		for _, ref := range v.Members {
+			members = append(members, apiRef(ref))
 		}
 		ts.SampleMembers = &members
 		out.Tokens = append(out.Tokens, ts)
