@@ -362,9 +362,9 @@ func newAdSlots(k int, share float32) int {
 }
 
 // newAdHits returns up to k new ads (rank.Priors.NewAds) that pass q's
-// filters, best first by similarity to q's vector alone: a new ad has no
-// record for the prior or the co-engagement term to weigh.
-// It returns the new ads too (empty, not nil, when there are none).
+// filters, best first by q's own score (the prior's fresh floor tells the
+// ads just launched from the others), and the set of new ads (empty, not
+// nil, when there are none).
 func newAdHits(ctx context.Context, s *Served, idx *index.Snapshot, q index.Query, k int) (*roaring.Bitmap, []index.Hit, error) {
 	ads := s.Live.Priors.NewAds(idx.Live())
 	if ads == nil || ads.IsEmpty() {
@@ -644,21 +644,29 @@ func (e *Engine) Token(t index.Token, sample int) (*TokenView, error) {
 	if s == nil {
 		return nil, ErrNoGeneration
 	}
-	var info index.TokenInfo
-	ok := false
-	if s.Gen.Catalogue != nil {
-		info, ok = s.Gen.Catalogue.Get(t)
+	if !s.Gen.hasToken(t) {
+		return nil, unknownToken(t, s.Gen.Version)
 	}
-	if !ok {
-		return nil, fmt.Errorf("%w: unknown token %d.%d in model %s", ErrNotFound, t.Level(), t.Code(), s.Gen.Version)
-	}
-	post := s.Live.Index.Snapshot().Postings(t)
-	v := &TokenView{Version: s.Gen.Version, Info: info, Size: int(post.GetCardinality()), Members: []graph.Ref{}}
+	v := e.tokenView(s, s.Live.Index.Snapshot(), t, sample)
+	return &v, nil
+}
+
+// tokenView describes token t of s's catalogue (which holds it) with its
+// live size in idx and up to sample member ads.
+func (e *Engine) tokenView(s *Served, idx *index.Snapshot, t index.Token, sample int) TokenView {
+	info, _ := s.Gen.Catalogue.Get(t)
+	post := idx.Postings(t)
+	v := TokenView{Version: s.Gen.Version, Info: info, Size: int(post.GetCardinality()), Members: []graph.Ref{}}
 	it := post.Iterator()
 	for it.HasNext() && len(v.Members) < sample {
 		v.Members = append(v.Members, e.store.Ref(graph.NodeID{Type: graph.NodeAd, Idx: it.Next()}))
 	}
-	return v, nil
+	return v
+}
+
+// unknownToken is the error for a token model version does not hold.
+func unknownToken(t index.Token, version string) error {
+	return fmt.Errorf("%w: unknown token %d.%d in model %s", ErrNotFound, t.Level(), t.Code(), version)
 }
 
 // TokenList is the tokens of one level, or the children of one token, of
@@ -695,7 +703,7 @@ func (e *Engine) Tokens(level int, parent *index.Token, sample int) (*TokenList,
 	switch {
 	case parent != nil:
 		if !s.Gen.hasToken(*parent) {
-			return nil, fmt.Errorf("%w: unknown token %d.%d in model %s", ErrNotFound, parent.Level(), parent.Code(), s.Gen.Version)
+			return nil, unknownToken(*parent, s.Gen.Version)
 		}
 		info, _ := cat.Get(*parent)
 		toks = slices.Clone(info.Children)
@@ -711,14 +719,7 @@ func (e *Engine) Tokens(level int, parent *index.Token, sample int) (*TokenList,
 	idx := s.Live.Index.Snapshot()
 	out := &TokenList{Version: s.Gen.Version, Levels: levels, Tokens: make([]TokenView, 0, len(toks))}
 	for _, t := range toks {
-		info, _ := cat.Get(t)
-		post := idx.Postings(t)
-		v := TokenView{Version: s.Gen.Version, Info: info, Size: int(post.GetCardinality()), Members: []graph.Ref{}}
-		it := post.Iterator()
-		for it.HasNext() && len(v.Members) < sample {
-			v.Members = append(v.Members, e.store.Ref(graph.NodeID{Type: graph.NodeAd, Idx: it.Next()}))
-		}
-		out.Tokens = append(out.Tokens, v)
+		out.Tokens = append(out.Tokens, e.tokenView(s, idx, t, sample))
 	}
 	slices.SortFunc(out.Tokens, func(a, b TokenView) int {
 		if c := cmp.Compare(b.Size, a.Size); c != 0 {
@@ -751,7 +752,7 @@ func (e *Engine) TokenMembers(t index.Token, from uint32, limit int) (*TokenPage
 		return nil, ErrNoGeneration
 	}
 	if !s.Gen.hasToken(t) {
-		return nil, fmt.Errorf("%w: unknown token %d.%d in model %s", ErrNotFound, t.Level(), t.Code(), s.Gen.Version)
+		return nil, unknownToken(t, s.Gen.Version)
 	}
 	post := s.Live.Index.Snapshot().Postings(t)
 	p := &TokenPage{Version: s.Gen.Version, Total: int(post.GetCardinality()), Members: []graph.NodeID{}}
