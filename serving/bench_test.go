@@ -11,13 +11,15 @@ import (
 
 // BenchmarkRetrieve measures POST /v1/retrieve in process (router and
 // middleware included) on a tiny trained model: a known user served from
-// the snapshot (with and without the co-engagement term), and an anonymous
+// the snapshot (with and without the co-engagement term, and without the
+// new-ad share), and an anonymous
 // user embedded on the fly.
 func BenchmarkRetrieve(b *testing.B) {
 	env := newBenchEnv(b)
 	for _, bc := range []struct{ name, body string }{
 		{"known", `{"user":{"type":"user","id":"u3"},"k":20}`},
 		{"known-no-coengagement", `{"user":{"type":"user","id":"u3"},"k":20,"coengagement_weight":0}`},
+		{"known-no-new-ad-share", `{"user":{"type":"user","id":"u3"},"k":20,"new_ad_share":0}`},
 		{"anonymous", `{"context_events":[{"dst":{"type":"ad","id":"ad2"},"type":"click","ts":1700000000000}],"k":20}`},
 		{"fresh", freshBenchBody},
 	} {
