@@ -414,13 +414,7 @@ func TestEndToEnd(t *testing.T) {
 		if got := ask(ptr(float32(100))); got[0].Id != target {
 			t.Errorf("prior_weight 100: top candidate %s, want the clicked ad %s", got[0].Id, target)
 		}
-		for _, body := range []string{`{"user":{"type":"user","id":"u0"},"prior_weight":-1}`, `{"user":{"type":"user","id":"u0"},"prior_weight":101}`, `{"user":{"type":"user","id":"u0"},"prior_weight":"x"}`} {
-			if code, h, b := env.raw(http.MethodPost, "/v1/retrieve", "application/json", testKey, strings.NewReader(body)); code != http.StatusBadRequest {
-				t.Errorf("%s: status %d, want 400", body, code)
-			} else if p := problem(t, h, b); p.Detail == nil || !strings.Contains(*p.Detail, "prior_weight") {
-				t.Errorf("%s: problem %+v does not name prior_weight", body, p)
-			}
-		}
+		wantWeightRefused(t, env, "u0", "prior_weight", `-1`, `101`, `"x"`)
 	})
 
 	t.Run("a launched ad gets the fresh floor", func(t *testing.T) {
@@ -593,13 +587,7 @@ func TestEndToEnd(t *testing.T) {
 				t.Errorf("%s: ad21 scores %v with the term, %v without: want the term to add about 10", tc.name, on["ad21"], off["ad21"])
 			}
 		}
-		for _, body := range []string{`{"user":{"type":"user","id":"cofan"},"coengagement_weight":-1}`, `{"user":{"type":"user","id":"cofan"},"coengagement_weight":1001}`, `{"user":{"type":"user","id":"cofan"},"coengagement_weight":"x"}`} {
-			if code, h, b := env.raw(http.MethodPost, "/v1/retrieve", "application/json", testKey, strings.NewReader(body)); code != http.StatusBadRequest {
-				t.Errorf("%s: status %d, want 400", body, code)
-			} else if p := problem(t, h, b); p.Detail == nil || !strings.Contains(*p.Detail, "coengagement_weight") {
-				t.Errorf("%s: problem %+v does not name coengagement_weight", body, p)
-			}
-		}
+		wantWeightRefused(t, env, "cofan", "coengagement_weight", `-1`, `1001`, `"x"`)
 	})
 
 	t.Run("new ads get the new-ad share", func(t *testing.T) {
@@ -646,13 +634,7 @@ func TestEndToEnd(t *testing.T) {
 				t.Errorf("share 0.5: candidate %d %s marked new_ad", i+1, c.Id)
 			}
 		}
-		for _, body := range []string{`{"user":{"type":"user","id":"u1"},"new_ad_share":-0.1}`, `{"user":{"type":"user","id":"u1"},"new_ad_share":0.6}`, `{"user":{"type":"user","id":"u1"},"new_ad_share":"x"}`} {
-			if code, h, b := env.raw(http.MethodPost, "/v1/retrieve", "application/json", testKey, strings.NewReader(body)); code != http.StatusBadRequest {
-				t.Errorf("%s: status %d, want 400", body, code)
-			} else if p := problem(t, h, b); p.Detail == nil || !strings.Contains(*p.Detail, "new_ad_share") {
-				t.Errorf("%s: problem %+v does not name new_ad_share", body, p)
-			}
-		}
+		wantWeightRefused(t, env, "u1", "new_ad_share", `-0.1`, `0.6`, `"x"`)
 	})
 
 	t.Run("a new creative reaches the users of its campaign", func(t *testing.T) {
@@ -820,4 +802,18 @@ func TestEndToEnd(t *testing.T) {
 			}
 		}
 	})
+}
+
+// wantWeightRefused checks that POST /v1/retrieve for user with field set to
+// each of values (JSON) answers 400 with a problem that names field.
+func wantWeightRefused(t *testing.T, env *testEnv, user, field string, values ...string) {
+	t.Helper()
+	for _, v := range values {
+		body := `{"user":{"type":"user","id":"` + user + `"},"` + field + `":` + v + `}`
+		if code, h, b := env.raw(http.MethodPost, "/v1/retrieve", "application/json", testKey, strings.NewReader(body)); code != http.StatusBadRequest {
+			t.Errorf("%s: status %d, want 400", body, code)
+		} else if p := problem(t, h, b); p.Detail == nil || !strings.Contains(*p.Detail, field) {
+			t.Errorf("%s: problem %+v does not name %s", body, p, field)
+		}
+	}
 }
