@@ -1,6 +1,7 @@
 package index
 
 import (
+	"bytes"
 	"context"
 	"math"
 	"math/rand/v2"
@@ -55,14 +56,23 @@ func cmpF(a, b float32) int {
 	return 0
 }
 
-// TestPathCodes checks that a doc's stored path code is the one of its
-// bag, that the approximate similarity read off it is the dot product with
-// the reconstruction, and that a loaded snapshot computes the same codes,
-// residual norms and shares as the built one.
-func TestPathCodes(t *testing.T) {
+// TestFirstStageCodes checks that a doc's stored path code is the one of
+// its bag, that its product code and norm are those of what the path
+// leaves, that the approximate similarity read off both is the dot product
+// with the reconstruction, and that a loaded snapshot holds the same
+// codes, norms and shares as the built one, whether the file stores them
+// (version 4) or not (version 3: computed when read).
+func TestFirstStageCodes(t *testing.T) {
 	ix, s := testIndex(t, 2000, 3)
 	snap := ix.Snapshot()
 	q := snap.q
+	p := snap.product()
+	if p == nil || p.subspaces() != q.dim/4 {
+		t.Fatalf("Build left no product codes of %d bytes (width %d)", q.dim/4, snap.pq.width)
+	}
+	if got, want := q.CodeBytes(), 8+q.dim/4; got != want {
+		t.Errorf("CodeBytes() = %d, want %d", got, want)
+	}
 	if snap.resShare == nil {
 		t.Fatal("Build left no residual shares")
 	}
@@ -74,16 +84,24 @@ func TestPathCodes(t *testing.T) {
 		t.Errorf("residual shares sum to %v, want 1", sum)
 	}
 	query := s.queries(1, 9)[0]
-	tab := q.adc(query)
+	tab, pt := q.adc(query), p.table(query)
 	r := make([]float32, q.dim)
-	for id := range uint32(50) {
+	var pathErr, codeErr float64
+	for id := range uint32(200) {
 		e := snap.emb.at(int(id))
 		c := snap.code.at(int(id))
 		if want := q.pathCode(e); c[0] != want {
 			t.Fatalf("doc %d: stored code %d, pathCode %d", id, c[0], want)
 		}
 		q.residual(e, c[0], r)
-		if got, want := math.Float32frombits(c[1]), float32(math.Sqrt(float64(Dot(r, r)))); got != want {
+		pathErr += float64(Dot(r, r))
+		pq := make([]byte, p.subspaces())
+		p.encode(r, pq)
+		codeErr += float64(Dot(r, r))
+		if !slices.Equal(pq, snap.pq.at(int(id))) {
+			t.Fatalf("doc %d: stored product code %v, encode %v", id, snap.pq.at(int(id)), pq)
+		}
+		if got, want := math.Float32frombits(c[1]), norm32(r); got != want {
 			t.Errorf("doc %d: residual norm %v, want %v", id, got, want)
 		}
 		// e - r is the reconstruction.
@@ -91,9 +109,13 @@ func TestPathCodes(t *testing.T) {
 		for i := range e {
 			want += query[i] * (e[i] - r[i])
 		}
-		if got := tab.sim(c[0]); math.Abs(float64(got-want)) > 1e-4 {
+		if got := tab.sim(c[0]) + pt.sim(snap.pq.at(int(id))); math.Abs(float64(got-want)) > 1e-4 {
 			t.Errorf("doc %d: approximate similarity %v, want %v", id, got, want)
 		}
+	}
+	// The product code must explain most of what the path leaves.
+	if codeErr > pathErr/2 {
+		t.Errorf("squared error %.3f after the product code, %.3f before: want at most half", codeErr, pathErr)
 	}
 	path := t.TempDir() + "/index.bin"
 	if err := snap.SaveFile(path); err != nil {
@@ -103,10 +125,30 @@ func TestPathCodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var buf bytes.Buffer
+	if _, err := snap.WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	v3, err := ReadSnapshot(bytes.NewReader(downgrade(t, buf.Bytes(), snap, 3)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v3.product() != nil {
+		t.Error("a version 3 file read with product codes")
+	}
+	if v3.resShare == nil {
+		t.Error("a version 3 file read without residual shares")
+	}
 	for it := snap.live.Iterator(); it.HasNext(); {
 		id := int(it.Next())
 		if got, want := loaded.code.at(id), snap.code.at(id); !slices.Equal(got, want) {
 			t.Fatalf("doc %d: loaded code %v, built %v", id, got, want)
+		}
+		if got, want := loaded.pq.at(id), snap.pq.at(id); !slices.Equal(got, want) {
+			t.Fatalf("doc %d: loaded product code %v, built %v", id, got, want)
+		}
+		if got, want := v3.code.at(id)[0], snap.code.at(id)[0]; got != want {
+			t.Fatalf("doc %d: version 3 path code %v, built %v", id, got, want)
 		}
 	}
 	for i := range snap.resShare {
@@ -151,7 +193,7 @@ func TestErrorBand(t *testing.T) {
 	}{
 		{"filtered-all, prior", snap, Query{PriorWeight: 1, Options: SearchOptions{ErrorBand: 4}}, true, false},
 		{"tokens, prior", snap, Query{PriorWeight: 1, Options: SearchOptions{ErrorBand: 4, ExhaustiveMax: 1, MinCandidates: 1500}}, true, false},
-		{"filtered-all, similarity", snap, Query{Options: SearchOptions{ErrorBand: 4}}, false, false},
+		{"filtered-all, similarity", snap, Query{Options: SearchOptions{ErrorBand: 4}}, true, false},
 		{"exhaustive", snap, Query{PriorWeight: 1, Exhaustive: true, Options: SearchOptions{ErrorBand: 4}}, false, true},
 		{"default: off", snap, Query{PriorWeight: 1}, false, true},
 		{"upserted index", upserted.Snapshot(), Query{Options: SearchOptions{ErrorBand: 4}}, false, true},
@@ -187,4 +229,38 @@ func TestErrorBand(t *testing.T) {
 			t.Logf("%d of %d docs scored exactly", exact, scored)
 		})
 	}
+}
+
+// BenchmarkFirstStage measures a query's product table and the
+// approximate similarity of one doc read off its first-stage code, against
+// the exact dot product with its embedding (192 dimensions, 48 subspaces).
+func BenchmarkFirstStage(b *testing.B) {
+	ix, s := testIndex(b, 4000, 4)
+	snap := ix.Snapshot()
+	p := snap.product()
+	q := s.queries(1, 5)[0]
+	b.Run("table", func(b *testing.B) {
+		for b.Loop() {
+			_ = p.table(q)
+		}
+	})
+	pt, tab := p.table(q), snap.q.adc(q)
+	n := snap.live.GetCardinality()
+	b.Run("approximate", func(b *testing.B) {
+		var sum float32
+		i := 0
+		for b.Loop() {
+			id := i % int(n)
+			sum += tab.sim(snap.code.at(id)[0]) + pt.sim(snap.pq.at(id))
+			i++
+		}
+	})
+	b.Run("exact", func(b *testing.B) {
+		var sum float32
+		i := 0
+		for b.Loop() {
+			sum += Dot(q, snap.emb.at(i%int(n)))
+			i++
+		}
+	})
 }

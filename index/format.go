@@ -20,9 +20,11 @@ import (
 var ErrCorrupt = errors.New("corrupt index snapshot")
 
 // FormatVersion is the snapshot file format version written by WriteTo.
-// ReadSnapshot also reads version 1 files (no doc priors; they read as 0)
-// and version 2 files (no new-user priors; they read as 0).
-const FormatVersion = 3
+// ReadSnapshot also reads version 1 files (no doc priors; they read as 0),
+// version 2 files (no new-user priors; they read as 0) and version 3 files
+// (no product codebooks and no first-stage codes: the codes are computed
+// from the embeddings when the file is read).
+const FormatVersion = 4
 
 var (
 	fileMagic = [8]byte{'H', 'I', 'R', 'I', 'D', 'X', '\r', '\n'}
@@ -174,7 +176,7 @@ func decodeSnapshot(data []byte) (s *Snapshot, err error) {
 	if len(rest) != 0 {
 		return nil, corrupt("%d trailing bytes after END section", len(rest))
 	}
-	q, err := decodeQuantizer(secs[secQuantizer])
+	q, err := decodeQuantizer(secs[secQuantizer], version)
 	if err != nil {
 		return nil, err
 	}
@@ -184,13 +186,15 @@ func decodeSnapshot(data []byte) (s *Snapshot, err error) {
 	if err := decodeAttrs(tx, secs[secAttrs]); err != nil {
 		return nil, err
 	}
-	if err := decodeDocs(tx, secs[secDocs], int(version)-1); err != nil {
+	if err := decodeDocs(tx, secs[secDocs], version); err != nil {
 		return nil, err
 	}
 	if err := decodePostings(tx, secs[secPostings]); err != nil {
 		return nil, err
 	}
-	tx.fillCodes()
+	if version < 4 {
+		tx.fillCodes()
+	}
 	return tx.commit(), nil
 }
 
@@ -330,10 +334,20 @@ func (s *Snapshot) encodeQuantizer() []byte {
 	for _, flat := range q.res {
 		e.vecs(flat)
 	}
+	if q.pq == nil {
+		e.u32(0)
+		return e.b
+	}
+	e.u32(uint32(q.pq.subspaces()))
+	e.u32(uint32(q.pq.k))
+	for _, flat := range q.pq.cents {
+		e.vecs(flat)
+	}
 	return e.b
 }
 
-func decodeQuantizer(b []byte) (*Quantizer, error) {
+// decodeQuantizer reads the quantizer section of a file of version.
+func decodeQuantizer(b []byte, version uint32) (*Quantizer, error) {
 	d := &dec{sec: secQuantizer, b: b}
 	dim := int(d.u32())
 	if d.err == nil && (dim <= 0 || dim > 1<<16) {
@@ -369,6 +383,25 @@ func decodeQuantizer(b []byte) (*Quantizer, error) {
 		}
 		o.Residual = append(o.Residual, cb)
 	}
+	if version >= 4 {
+		if m := d.count("product subspace", 4); m > 0 {
+			k := int(d.u32())
+			if d.err == nil && (m > dim || k < 1 || k > productK) {
+				d.fail("product code of %d subspaces and %d codewords for %d dimensions", m, k, dim)
+			}
+			bounds := subspaceBounds(dim, max(m, 1))
+			for s := 0; s < m && d.err == nil; s++ {
+				w := bounds[s+1] - bounds[s]
+				cb := make([][]float32, k)
+				for i := range cb {
+					cb[i] = d.vec(w)
+				}
+				o.Product = append(o.Product, cb)
+			}
+		} else {
+			o.ProductSubspaces = -1
+		}
+	}
 	if err := d.end(); err != nil {
 		return nil, err
 	}
@@ -382,6 +415,9 @@ func decodeQuantizer(b []byte) (*Quantizer, error) {
 func (s *Snapshot) encodeDocs() ([]byte, error) {
 	var e enc
 	e.u64(s.seq)
+	e.u32(uint32(len(s.resShare)))
+	e.vecs(s.resShare)
+	e.u32(uint32(s.pq.width))
 	e.u32(uint32(s.live.GetCardinality()))
 	it := s.live.Iterator()
 	for it.HasNext() {
@@ -396,18 +432,47 @@ func (s *Snapshot) encodeDocs() ([]byte, error) {
 		for _, x := range m {
 			e.u32(x)
 		}
+		c := s.code.at(int(id))
+		e.u32(c[0])
+		e.u32(c[1])
+		e.b = append(e.b, s.pq.at(int(id))...)
 	}
 	return e.b, nil
 }
 
-// decodeDocs reads the docs section; each doc carries nPriors priors
-// (Doc.Prior, then Doc.NewUserPrior; 0 in version 1 files, 1 in version 2).
-func decodeDocs(tx *txn, b []byte, nPriors int) error {
+// decodeDocs reads the docs section of a file of version: each doc
+// carries min(version-1, 2) priors (Doc.Prior, then Doc.NewUserPrior) and,
+// from version 4, its first-stage code.
+func decodeDocs(tx *txn, b []byte, version uint32) error {
 	d := &dec{sec: secDocs, b: b}
 	tx.s.seq = d.u64()
 	dim := tx.s.q.dim
+	nPriors := min(int(version)-1, 2)
+	width, codes := 0, version >= 4
+	if codes {
+		if ns := d.count("residual share", 4); ns > 0 {
+			if d.err == nil && ns != dim {
+				d.fail("%d residual shares for %d dimensions", ns, dim)
+			}
+			tx.s.resShare = d.vec(ns)
+		}
+		if width = int(d.u32()); d.err == nil && width != tx.pq.v.width {
+			d.fail("product codes of %d bytes, the quantizer's are %d", width, tx.pq.v.width)
+		}
+	}
 	minDoc := 8 + 4*dim + 4*nPriors
+	if codes {
+		minDoc += 8 + width
+	}
 	n := d.count("doc", minDoc)
+	maxPath := uint64(tx.s.q.LevelSize(len(tx.s.q.flat) - 1))
+	for range tx.s.q.res {
+		maxPath *= uint64(tx.s.q.opts.ResidualCodes)
+	}
+	k := 0
+	if p := tx.s.q.pq; p != nil {
+		k = p.k
+	}
 	last := int64(-1)
 	nSlots := tx.s.levelOff[len(tx.s.levelOff)-1]
 	for range n {
@@ -443,6 +508,22 @@ func decodeDocs(tx *txn, b []byte, nPriors int) error {
 			if int(a) >= tx.s.nAttrs {
 				d.fail("doc %d: attribute id %d out of range", id, a)
 			}
+		}
+		if codes {
+			path, norm := d.u32(), d.f32()
+			pq := d.take(uint64(width))
+			if d.err == nil && (uint64(path) >= maxPath || !(norm >= 0) || math.IsInf(float64(norm), 0)) {
+				d.fail("doc %d: bad first-stage code (path %d, norm %v)", id, path, norm)
+			}
+			for _, c := range pq {
+				if int(c) >= k {
+					d.fail("doc %d: product code %d out of range", id, c)
+				}
+			}
+			if d.err != nil {
+				break
+			}
+			tx.putCode(id, path, pq, norm)
 		}
 		copy(tx.emb.slot(int(id)), v)
 		tx.setPriors(id, priors[0], priors[1])

@@ -49,6 +49,21 @@ func snapshotsEqual(t *testing.T, a, b *Snapshot) {
 	if diff := cmp.Diff(a.q.Residual(), b.q.Residual()); diff != "" {
 		t.Fatalf("residual codebooks differ:\n%s", diff)
 	}
+	if b.product() == nil { // an older version's file: no product codes
+		return
+	}
+	if diff := cmp.Diff(a.q.pq.codebooks(), b.q.pq.codebooks()); diff != "" {
+		t.Fatalf("product codebooks differ:\n%s", diff)
+	}
+	if !cmp.Equal(a.resShare, b.resShare) {
+		t.Fatal("residual shares differ")
+	}
+	for it := a.live.Iterator(); it.HasNext(); {
+		id := int(it.Next())
+		if !cmp.Equal(a.code.at(id), b.code.at(id)) || !cmp.Equal(a.pq.at(id), b.pq.at(id)) {
+			t.Fatalf("doc %d: first-stage codes differ", id)
+		}
+	}
 }
 
 func TestSnapshotRoundTrip(t *testing.T) {

@@ -133,7 +133,7 @@ func (ix *Index) Upsert(ctx context.Context, docs ...Doc) error {
 			return fmt.Errorf("upsert doc %d: %w: got %d, want %d", docs[i].ID, ErrDim, len(docs[i].Embedding), ix.q.dim)
 		}
 	}
-	bags, err := ix.bags(ctx, docs)
+	bags, err := ix.bags(ctx, docs, ix.cur.Load())
 	if err != nil {
 		return fmt.Errorf("upsert: %w", err)
 	}
@@ -224,12 +224,12 @@ func (ix *Index) Build(ctx context.Context, docs []Doc) error {
 			return fmt.Errorf("build doc %d: %w: got %d, want %d", docs[i].ID, ErrDim, len(docs[i].Embedding), ix.q.dim)
 		}
 	}
-	bags, err := ix.bags(ctx, docs)
+	s := emptySnapshot(ix.q)
+	s.search = ix.opts.Search
+	bags, err := ix.bags(ctx, docs, s)
 	if err != nil {
 		return fmt.Errorf("build: %w", err)
 	}
-	s := emptySnapshot(ix.q)
-	s.search = ix.opts.Search
 	tx := begin(s)
 	tx.bulkPost = make(map[int][]uint32)
 	for i := range docs {
@@ -264,16 +264,24 @@ func (ix *Index) Publish(s *Snapshot) error {
 }
 
 // bag is what a doc's embedding gives the index: its tokens (sorted, no
-// duplicates) and its path code.
+// duplicates) and its first-stage code (Quantizer.firstStage): path code,
+// product code (nil without one) and the norm of what they leave.
 type bag struct {
 	tokens []Token
 	code   uint32
+	pq     []byte
+	norm   float32
 }
 
-func (ix *Index) bags(ctx context.Context, docs []Doc) ([]bag, error) {
+// bags computes docs' bags for snapshot s (whose product code width they
+// take).
+func (ix *Index) bags(ctx context.Context, docs []Doc, s *Snapshot) ([]bag, error) {
 	out := make([]bag, len(docs))
 	var failed atomic.Bool
+	width := s.pq.width
+	pqs := make([]byte, len(docs)*width)
 	parallelRange(len(docs), ix.opts.Workers, func(lo, hi int) {
+		r := make([]float32, ix.q.dim)
 		for i := lo; i < hi; i++ {
 			if i%1024 == 0 && ctx.Err() != nil {
 				failed.Store(true)
@@ -289,7 +297,12 @@ func (ix *Index) bags(ctx context.Context, docs []Doc) ([]bag, error) {
 				code = ix.q.pathCode(docs[i].Embedding)
 			}
 			slices.Sort(toks)
-			out[i] = bag{tokens: slices.Compact(toks), code: code}
+			pq := pqs[i*width : (i+1)*width : (i+1)*width]
+			norm := s.firstStage(docs[i].Embedding, code, pq, r)
+			if width == 0 {
+				pq = nil
+			}
+			out[i] = bag{tokens: slices.Compact(toks), code: code, pq: pq, norm: norm}
 		}
 	})
 	if failed.Load() {
@@ -327,10 +340,11 @@ type Snapshot struct {
 	emb      pvec[float32] // width dim, by doc id
 	prior    pvec[float32] // width 2, by doc id: Doc.Prior, Doc.NewUserPrior
 	code     pvec[uint32]  // width 2, by doc id: the path code of its embedding (Quantizer.pathCode), the bits of its residual's norm
+	pq       pvec[byte]    // width ProductSubspaces (0: no product codes), by doc id: the product code of its path residual
 	// resShare is each axis's share of the docs' residual energy (what
-	// their path codes leave, summing to 1), which scales the error of the
-	// approximate scores; nil before Build or a load: every doc is then
-	// scored exactly.
+	// their path and product codes leave, summing to 1), which scales the
+	// error of the approximate scores; nil before Build or a load: every
+	// doc is then scored exactly.
 	resShare []float32
 	meta     pvec[[]uint32]        // by doc id: [ntok, tokens..., attr ids...]
 	post     pvec[*roaring.Bitmap] // by token slot
@@ -356,6 +370,7 @@ func emptySnapshot(q *Quantizer) *Snapshot {
 		emb:      pvec[float32]{width: q.dim},
 		prior:    pvec[float32]{width: 2},
 		code:     pvec[uint32]{width: 2},
+		pq:       pvec[byte]{width: q.CodeBytes() - 8},
 		fresh:    roaring.New(),
 		popAxis:  -1,
 		popFloor: noFloor,
@@ -523,6 +538,7 @@ type txn struct {
 	emb      *pvecTxn[float32]
 	prior    *pvecTxn[float32]
 	code     *pvecTxn[uint32]
+	pq       *pvecTxn[byte]
 	meta     *pvecTxn[[]uint32]
 	post     *pvecTxn[*roaring.Bitmap]
 	names    *pvecTxn[attrName]
@@ -532,7 +548,6 @@ type txn struct {
 	ownFresh bool // s.fresh is this txn's copy
 	// bulk mode (Build): postings collected as sorted id lists.
 	bulkPost map[int][]uint32
-	scratch  []float32 // setCode's residual
 }
 
 func begin(base *Snapshot) *txn {
@@ -541,7 +556,7 @@ func begin(base *Snapshot) *txn {
 	ns.seq++
 	ns.porder = &priorOrder{}
 	return &txn{
-		s: &ns, emb: edit(&base.emb), prior: edit(&base.prior), code: edit(&base.code), meta: edit(&base.meta), post: edit(&base.post),
+		s: &ns, emb: edit(&base.emb), prior: edit(&base.prior), code: edit(&base.code), pq: edit(&base.pq), meta: edit(&base.meta), post: edit(&base.post),
 		names: edit(&base.names), attrBits: edit(&base.attrBits),
 		ownPost: make(map[int]bool), ownAttr: make(map[int]bool),
 	}
@@ -646,7 +661,7 @@ func (tx *txn) setFresh(id uint32, fresh bool) {
 func (tx *txn) add(d *Doc, b bag) {
 	id, toks := d.ID, b.tokens
 	copy(tx.emb.slot(int(id)), d.Embedding)
-	tx.setCode(id, d.Embedding, b.code)
+	tx.putCode(id, b.code, b.pq, b.norm)
 	tx.setPriors(id, d.Prior, d.NewUserPrior)
 	tx.setFresh(id, d.Fresh)
 	var attrIDs []uint32
@@ -679,18 +694,34 @@ func (tx *txn) add(d *Doc, b bag) {
 	tx.s.live.Add(id)
 }
 
-// setCode stores doc id's path code and the norm of its residual.
-func (tx *txn) setCode(id uint32, vec []float32, code uint32) {
-	if len(tx.scratch) != len(vec) {
-		tx.scratch = make([]float32, len(vec))
-	}
-	tx.putCode(id, code, tx.s.q.residualNorm(vec, code, tx.scratch))
-}
-
-// putCode stores doc id's path code and its residual's norm.
-func (tx *txn) putCode(id, code uint32, norm float32) {
+// putCode stores doc id's first-stage code: path code, product code (nil
+// without one) and the norm of what they leave.
+func (tx *txn) putCode(id, code uint32, pq []byte, norm float32) {
 	c := tx.code.slot(int(id))
 	c[0], c[1] = code, math.Float32bits(norm)
+	if tx.pq.v.width > 0 {
+		copy(tx.pq.slot(int(id)), pq)
+	}
+}
+
+// product returns the product quantizer whose codes s holds, nil when it
+// holds none.
+func (s *Snapshot) product() *productQuantizer {
+	if s.pq.width == 0 || s.q.pq == nil || s.q.pq.subspaces() != s.pq.width {
+		return nil
+	}
+	return s.q.pq
+}
+
+// firstStage writes vec's first-stage code under path code as s holds it
+// (Quantizer.firstStage; pq untouched when s holds no product codes) and
+// returns the norm of what it leaves, which it writes to r.
+func (s *Snapshot) firstStage(vec []float32, code uint32, pq []byte, r []float32) float32 {
+	s.q.residual(vec, code, r)
+	if p := s.product(); p != nil {
+		p.encode(r, pq)
+	}
+	return norm32(r)
 }
 
 // addSquares adds each of r's squared coordinates to sum's: an axis's
@@ -701,13 +732,14 @@ func addSquares(sum []float64, r []float32) {
 	}
 }
 
-// fillCodes computes the path code and residual norm of every live doc
-// from its embedding (a snapshot file does not store them), and the
-// snapshot's resShare from the same residuals, on two goroutines.
+// fillCodes computes the first-stage code of every live doc from its
+// embedding (a snapshot file of a version before 4 does not store them),
+// and the snapshot's resShare from what they leave, on two goroutines.
 func (tx *txn) fillCodes() {
 	ids := tx.s.live.ToArray()
-	dim := tx.s.q.dim
+	dim, width := tx.s.q.dim, tx.pq.v.width
 	codes, norms := make([]uint32, len(ids)), make([]float32, len(ids))
+	pqs := make([]byte, len(ids)*width)
 	var mu sync.Mutex
 	sum := make([]float64, dim)
 	parallelRange(len(ids), min(2, runtime.GOMAXPROCS(0)), func(lo, hi int) {
@@ -715,7 +747,7 @@ func (tx *txn) fillCodes() {
 		for i := lo; i < hi; i++ {
 			v := tx.emb.v.at(int(ids[i]))
 			codes[i] = tx.s.q.pathCode(v)
-			norms[i] = tx.s.q.residualNorm(v, codes[i], r)
+			norms[i] = tx.s.firstStage(v, codes[i], pqs[i*width:(i+1)*width], r)
 			addSquares(part, r)
 		}
 		mu.Lock()
@@ -725,20 +757,24 @@ func (tx *txn) fillCodes() {
 		}
 	})
 	for i, id := range ids {
-		tx.putCode(id, codes[i], norms[i])
+		tx.putCode(id, codes[i], pqs[i*width:(i+1)*width], norms[i])
 	}
 	tx.setShares(sum)
 }
 
-// fitShares sets the snapshot's resShare from its live docs' residuals
-// (nil when they are all zero).
+// fitShares sets the snapshot's resShare from what its live docs'
+// first-stage codes leave of their embeddings (nil when that is zero).
 func (tx *txn) fitShares() {
 	dim := tx.s.q.dim
 	sum := make([]float64, dim)
 	r := make([]float32, dim)
+	p := tx.s.product()
 	for it := tx.s.live.Iterator(); it.HasNext(); {
 		id := int(it.Next())
 		tx.s.q.residual(tx.emb.v.at(id), tx.code.v.at(id)[0], r)
+		if p != nil {
+			p.subtractCode(tx.pq.v.at(id), r)
+		}
 		addSquares(sum, r)
 	}
 	tx.setShares(sum)
@@ -777,7 +813,7 @@ func (tx *txn) commit() *Snapshot {
 		tx.attrBits.v.get(id).RunOptimize()
 	}
 	tx.s.live.RunOptimize()
-	tx.s.emb, tx.s.prior, tx.s.code, tx.s.meta, tx.s.post = *tx.emb.v, *tx.prior.v, *tx.code.v, *tx.meta.v, *tx.post.v
+	tx.s.emb, tx.s.prior, tx.s.code, tx.s.pq, tx.s.meta, tx.s.post = *tx.emb.v, *tx.prior.v, *tx.code.v, *tx.pq.v, *tx.meta.v, *tx.post.v
 	tx.s.names, tx.s.attrBits = *tx.names.v, *tx.attrBits.v
 	return tx.s
 }

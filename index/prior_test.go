@@ -143,9 +143,10 @@ func TestBoost(t *testing.T) {
 	}
 }
 
-// TestReadOldVersions checks that version-1 files (DOCS without priors)
-// and version-2 files (DOCS without new-user priors) still load, the missing
-// priors reading 0, and that a version from the future is refused.
+// TestReadOldVersions checks that version-1 files (DOCS without priors),
+// version-2 files (DOCS without new-user priors) and version-3 files (no
+// first-stage codes) still load, the missing priors reading 0, and that a
+// version from the future is refused.
 func TestReadOldVersions(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
@@ -154,6 +155,7 @@ func TestReadOldVersions(t *testing.T) {
 	}{
 		{1, false},
 		{2, true},
+		{3, true},
 	} {
 		t.Run(fmt.Sprintf("version %d", tc.version), func(t *testing.T) {
 			ix, _ := testIndex(t, 300, 6)
@@ -167,7 +169,7 @@ func TestReadOldVersions(t *testing.T) {
 			if _, err := snap.WriteTo(&buf); err != nil {
 				t.Fatal(err)
 			}
-			old := downgrade(t, buf.Bytes(), snap.q.dim, tc.version)
+			old := downgrade(t, buf.Bytes(), snap, tc.version)
 			back, err := ReadSnapshot(bytes.NewReader(old))
 			if err != nil {
 				t.Fatalf("ReadSnapshot(version %d) error = %v", tc.version, err)
@@ -187,12 +189,15 @@ func TestReadOldVersions(t *testing.T) {
 	}
 }
 
-// downgrade rewrites a current file as version 1 or 2: every doc keeps only
-// version-1 priors in DOCS (the dropped ones must be 0) and the checksums
-// are redone.
-func downgrade(t *testing.T, b []byte, dim int, version uint32) []byte {
+// downgrade rewrites a current file of snap as version 1, 2 or 3: QNTZ
+// without the product codebooks, DOCS without residual shares and
+// first-stage codes, and every doc keeping only the priors of its version
+// (the dropped ones must be 0); the checksums are redone.
+func downgrade(t *testing.T, b []byte, snap *Snapshot, version uint32) []byte {
 	t.Helper()
-	keep := int(version) - 1
+	dim := snap.q.dim
+	keep := min(int(version)-1, 2)
+	width := snap.pq.width
 	out := append([]byte(nil), b[:12]...)
 	binary.LittleEndian.PutUint32(out[8:12], version)
 	rest := b[12:]
@@ -200,10 +205,20 @@ func downgrade(t *testing.T, b []byte, dim int, version uint32) []byte {
 		tag := string(rest[:4])
 		n := binary.LittleEndian.Uint64(rest[4:12])
 		payload := rest[12 : 12+n]
-		if tag == secDocs {
+		switch tag {
+		case secQuantizer:
+			tail := 4
+			if p := snap.q.pq; p != nil {
+				tail += 4 + 4*p.k*dim
+			}
+			payload = payload[:len(payload)-tail]
+		case secDocs:
 			var p []byte
-			p = append(p, payload[:12]...) // seq, n
-			r := payload[12:]
+			p = append(p, payload[:8]...) // seq
+			ns := int(binary.LittleEndian.Uint32(payload[8:]))
+			r := payload[12+4*ns+4:]
+			p = append(p, r[:4]...) // n
+			r = r[4:]
 			for len(r) > 0 {
 				head := 4 + 4*dim + 4*keep
 				p = append(p, r[:head]...)
@@ -215,7 +230,7 @@ func downgrade(t *testing.T, b []byte, dim int, version uint32) []byte {
 				r = r[4+4*dim+8:]
 				m := int(binary.LittleEndian.Uint32(r))
 				p = append(p, r[:4+4*m]...)
-				r = r[4+4*m:]
+				r = r[4+4*m+8+width:]
 			}
 			payload = p
 		}

@@ -48,6 +48,16 @@ type QuantizerOptions struct {
 	// Residual optionally holds already fitted residual codebooks (as
 	// returned by [Quantizer.Residual]); [Quantizer.Fit] is then optional.
 	Residual [][][]float32
+	// ProductSubspaces is the number of subspaces of the product code that
+	// [Quantizer.Fit] fits on what the residual levels leave (one byte
+	// each, 256 codewords a subspace): with the path code it is a doc's
+	// first-stage code, from which SearchOptions.ErrorBand scores docs
+	// approximately. Default Dim/4, at most 64; -1: none (the band then
+	// reads the path code alone).
+	ProductSubspaces int
+	// Product optionally holds already fitted product codebooks: per
+	// subspace, its codewords.
+	Product [][][]float32
 	// Seed, Iterations and Workers drive the k-means of [Quantizer.Fit].
 	Seed       uint64
 	Iterations int
@@ -66,6 +76,7 @@ type Quantizer struct {
 	flat   [][]float32 // per level, K*dim row-major prototypes
 	parent [][]int32   // per level > 0, nearest coarser prototype of each code
 	res    [][]float32 // per residual level, ResidualCodes*dim codewords
+	pq     *productQuantizer
 }
 
 // NewQuantizer validates opts, applies defaults and precomputes the
@@ -146,6 +157,17 @@ func NewQuantizer(opts QuantizerOptions) (*Quantizer, error) {
 			}
 			q.res = append(q.res, flatten(cb, q.dim))
 		}
+	}
+	if opts.ProductSubspaces == 0 {
+		q.opts.ProductSubspaces = min(max(q.dim/4, 1), 64)
+	}
+	if opts.Product != nil {
+		pq, err := newProductQuantizer(q.dim, opts.Product)
+		if err != nil {
+			return nil, fmt.Errorf("new quantizer: %w", err)
+		}
+		q.pq = pq
+		q.opts.ProductSubspaces = pq.subspaces()
 	}
 	return q, nil
 }
@@ -240,7 +262,8 @@ func (q *Quantizer) children(order []int32, t Token, out []Token) []Token {
 	return out
 }
 
-// Fit fits the residual codebooks on vectors (k-means++ then Lloyd,
+// Fit fits the residual codebooks, then the product code's, on vectors
+// (k-means++ then Lloyd,
 // deterministic for the seed). vectors is not retained.
 func (q *Quantizer) Fit(ctx context.Context, vectors [][]float32) error {
 	if _, err := checkVectors(vectors, q.dim); err != nil {
@@ -275,7 +298,26 @@ func (q *Quantizer) Fit(ctx context.Context, vectors [][]float32) error {
 		}
 		q.res = append(q.res, flat)
 	}
+	q.pq = nil
+	if m := q.opts.ProductSubspaces; m > 0 {
+		pq, err := fitProduct(ctx, resid, q.dim, min(m, q.dim), q.opts.Seed+uint64(len(q.res)), q.opts.Iterations, q.opts.Workers)
+		if err != nil {
+			return fmt.Errorf("fit quantizer: %w", err)
+		}
+		q.pq = pq
+	}
 	return nil
+}
+
+// CodeBytes returns the bytes of a doc's first-stage code: its path code
+// (4), its product code (ProductSubspaces, once fitted) and the norm of
+// what they leave (4).
+func (q *Quantizer) CodeBytes() int {
+	n := 8
+	if q.pq != nil {
+		n += q.pq.subspaces()
+	}
+	return n
 }
 
 // Bag returns the document bag of vec (see [QuantizerOptions]). It returns
@@ -462,11 +504,15 @@ func (q *Quantizer) residual(vec []float32, code uint32, out []float32) {
 	sub(out, q.proto(len(q.flat)-1, int(code)))
 }
 
-// residualNorm writes vec's residual under path code into r (residual)
-// and returns its norm.
-func (q *Quantizer) residualNorm(vec []float32, code uint32, r []float32) float32 {
+// firstStage writes vec's first-stage code under path code: its product
+// code into pq (ProductSubspaces bytes; untouched without one), what the
+// path and product codes leave of vec into r, and returns r's norm.
+func (q *Quantizer) firstStage(vec []float32, code uint32, pq []byte, r []float32) float32 {
 	q.residual(vec, code, r)
-	return float32(math.Sqrt(float64(Dot(r, r))))
+	if q.pq != nil {
+		q.pq.encode(r, pq)
+	}
+	return norm32(r)
 }
 
 // bagPathCode returns the path code that a bag of Bag (in its rank order)

@@ -29,9 +29,10 @@ type SearchOptions struct {
 	// candidates wanted (measured worse at 100k ads, so off by default).
 	ResidualFirst bool
 	// ErrorBand > 0: when a query has more than approxMin docs to score,
-	// they are first scored approximately, from their path codes (the dot
-	// product with their reconstruction by prototype and residual
-	// codewords, plus the exact prior and boost), and only the docs whose
+	// they are first scored approximately, from their first-stage codes
+	// (the dot product with their reconstruction by prototype, residual
+	// codewords and product code, plus the exact prior and boost), and
+	// only the docs whose
 	// approximate score is within ErrorBand estimated standard deviations
 	// of the approximation's error of the K-th best are scored exactly
 	// (4: about 0.2% of the docs' errors exceed it on trained embeddings).
@@ -632,8 +633,9 @@ type approxHit struct {
 // highest-prior docs with priorW > 0, else the most popular ones unless
 // the query's popularity coordinate is negative), is scored with its
 // approximate similarity (the query's dot product with the doc's
-// reconstruction, adcTable.sim of its path code) plus its exact prior and
-// boost part. The approximation's error is q·r for the doc's residual r;
+// reconstruction, adcTable.sim of its path code plus productTable.sim of
+// its product code) plus its exact prior and boost part. The
+// approximation's error is q·r for what the doc's codes leave, r;
 // its standard deviation is estimated as |r| times the square root of
 // sum_i q_i^2 resShare_i, and a doc's exact score is taken to lie within
 // band of those of its approximate one. The k-th best lower end of the
@@ -643,6 +645,11 @@ type approxHit struct {
 func (s *Snapshot) rerankBand(ctx context.Context, vec []float32, priorW float32, channel int, boost map[uint32]float32, cand *roaring.Bitmap,
 	k int, allowed allowSet, withPriorPass bool, band float32, exact func(id uint32) (Hit, bool)) ([]Hit, int, error) {
 	t := s.q.adc(vec)
+	p := s.product()
+	var pt productTable
+	if p != nil {
+		pt = p.table(vec)
+	}
 	var spread float64
 	for i, x := range vec {
 		spread += float64(x) * float64(x) * float64(s.resShare[i])
@@ -663,7 +670,11 @@ func (s *Snapshot) rerankBand(ctx context.Context, vec []float32, priorW float32
 	list := make([]approxHit, 0, n)
 	add := func(id uint32) {
 		if c := s.code.at(int(id)); c != nil {
-			list = append(list, approxHit{s.hit(id, t.sim(c[0]), nil, vec, priorW, channel, boost).Score, scale * math.Float32frombits(c[1]), id})
+			sim := t.sim(c[0])
+			if p != nil {
+				sim += pt.sim(s.pq.at(int(id)))
+			}
+			list = append(list, approxHit{s.hit(id, sim, nil, vec, priorW, channel, boost).Score, scale * math.Float32frombits(c[1]), id})
 		}
 	}
 	it := cand.Iterator()

@@ -339,7 +339,7 @@ func (e *Engine) Retrieve(ctx context.Context, req Request) (*Response, error) {
 	out.Stats.CandidatesTime, out.Stats.RerankTime = res.CandidatesTime, res.RerankTime
 	hits, isNew := res.Hits, map[uint32]bool(nil)
 	if slots := newAdSlots(req.K, w.NewAdShare); slots > 0 {
-		newAds, newHits, err := newAdHits(ctx, s, idx, q, slots+len(res.Hits))
+		newAds, newHits, err := newAdHits(ctx, s, idx, q, slots, res.Hits)
 		if err != nil {
 			return nil, err
 		}
@@ -361,24 +361,48 @@ func newAdSlots(k int, share float32) int {
 	return int(float64(k) * float64(share))
 }
 
-// newAdHits returns up to k new ads (rank.Priors.NewAds) that pass q's
+// newAdExhaustiveMax bounds the new ads that the new-ad search re-ranks
+// whole (index.SearchOptions.ExhaustiveMax): a larger set goes through the
+// token stage, as a filtered search does. A catalogue where thousands of
+// ads are new would otherwise have every request score all of them.
+const newAdExhaustiveMax = 2048
+
+// newAdHits returns the best new ads (rank.Priors.NewAds) that pass q's
 // filters, best first by q's own score (the prior's fresh floor tells the
-// ads just launched from the others), and the set of new ads (empty, not
-// nil, when there are none).
-func newAdHits(ctx context.Context, s *Served, idx *index.Snapshot, q index.Query, k int) (*roaring.Bitmap, []index.Hit, error) {
+// ads just launched from the others): slots of them beyond those among
+// hits, which count toward the share where they stand. It also returns
+// the set of new ads (empty, not nil, when there are none).
+func newAdHits(ctx context.Context, s *Served, idx *index.Snapshot, q index.Query, slots int, hits []index.Hit) (*roaring.Bitmap, []index.Hit, error) {
 	ads := s.Live.Priors.NewAds(idx.Live())
 	if ads == nil || ads.IsEmpty() {
 		return roaring.New(), nil, nil
 	}
-	if q.Restrict != nil {
-		ads.And(q.Restrict)
-	}
-	q.Restrict, q.Include, q.K = ads, nil, k
-	res, err := idx.Search(ctx, q)
+	res, err := idx.Search(ctx, newAdQuery(q, ads, slots, hits))
 	if err != nil {
 		return nil, nil, fmt.Errorf("search new ads: %w", err)
 	}
 	return ads, res.Hits, nil
+}
+
+// newAdQuery returns the query of the new-ad search: q restricted to the
+// new ads (ads, which it may narrow to q's Restrict), for slots of them
+// beyond those among hits, re-ranked whole only when there are at most
+// newAdExhaustiveMax of them.
+func newAdQuery(q index.Query, ads *roaring.Bitmap, slots int, hits []index.Hit) index.Query {
+	if q.Restrict != nil {
+		ads.And(q.Restrict)
+	}
+	k := slots
+	for _, h := range hits {
+		if ads.Contains(h.ID) {
+			k++
+		}
+	}
+	q.Restrict, q.Include, q.K = ads, nil, k
+	if q.Options.ExhaustiveMax <= 0 || q.Options.ExhaustiveMax > newAdExhaustiveMax {
+		q.Options.ExhaustiveMax = newAdExhaustiveMax
+	}
+	return q
 }
 
 // interleaveNewAds returns the top k of hits with new ads placed so that

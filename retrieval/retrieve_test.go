@@ -4,6 +4,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/RoaringBitmap/roaring/v2"
+
 	"github.com/hir-ads/hir/index"
 )
 
@@ -63,5 +65,41 @@ func TestInterleaveNewAds(t *testing.T) {
 	}
 	if got := newAdSlots(50, 0.1); got != 5 {
 		t.Errorf("newAdSlots(50, 0.1) = %d, want 5", got)
+	}
+}
+
+// TestNewAdQuery checks the query of the new-ad search: restricted to the
+// new ads that pass the request's own restriction, asking for the share's
+// slots plus the new ads already among the hits (not for the whole answer
+// again), and re-ranking whole only up to newAdExhaustiveMax new ads, so
+// that a catalogue with thousands of new ads does not score all of them
+// on every request.
+func TestNewAdQuery(t *testing.T) {
+	ads := roaring.New()
+	ads.AddRange(0, 10000) // 10,000 new ads
+	hits := []index.Hit{{ID: 20000}, {ID: 3}, {ID: 20001}, {ID: 7}}
+	for _, tc := range []struct {
+		name        string
+		q           index.Query
+		wantK       int
+		wantAllowed uint64
+		wantExhaust int
+	}{
+		{"unrestricted", index.Query{K: 100}, 5 + 2, 10000, newAdExhaustiveMax},
+		{"restricted", index.Query{K: 100, Restrict: roaring.BitmapOf(1, 2, 3, 20000)}, 5 + 1, 3, newAdExhaustiveMax},
+		{"a smaller bound is kept", index.Query{K: 100, Options: index.SearchOptions{ExhaustiveMax: 100}}, 5 + 2, 10000, 100},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := newAdQuery(tc.q, ads.Clone(), 5, hits)
+			if q.K != tc.wantK {
+				t.Errorf("K = %d, want %d", q.K, tc.wantK)
+			}
+			if got := q.Restrict.GetCardinality(); got != tc.wantAllowed {
+				t.Errorf("restricted to %d ads, want %d", got, tc.wantAllowed)
+			}
+			if q.Options.ExhaustiveMax != tc.wantExhaust {
+				t.Errorf("ExhaustiveMax = %d, want %d", q.Options.ExhaustiveMax, tc.wantExhaust)
+			}
+		})
 	}
 }

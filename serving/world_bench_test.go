@@ -164,6 +164,7 @@ func BenchmarkRetrieveWorld(b *testing.B) {
 		{"filter=none", nil, engines, false},
 		{"filter=1%", onePct, engines, false},
 		{"filter=none/similarity-only", nil, retrieval.WeightOverrides{Prior: &zero, CoEngagement: &zero, NewAdShare: &zero}, false},
+		{"filter=none/no-new-ad-share", nil, retrieval.WeightOverrides{NewAdShare: &zero}, false},
 		{"filter=none/calibrated-prior", nil, engines, false},
 		{"fresh/filter=none", nil, engines, true},
 		{"fresh/narrow/filter=none", nil, engines, true},
