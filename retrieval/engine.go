@@ -51,10 +51,12 @@ type Options struct {
 	// TextIndexDir holds the bleve keyword index of ad text on disk
 	// (bleve's scorch: memory-mapped segments, merged in the background),
 	// which keeps the millions of small objects of an in-memory index off
-	// the Go heap, where every garbage collection would mark them. Its
-	// contents are removed and rebuilt from the graph by NewEngine, so the
-	// index always matches the store. Empty: in memory, built by
-	// NewEngine.
+	// the Go heap, where every garbage collection would mark them. The
+	// index always matches the store: NewEngine re-indexes only the ads
+	// whose text changed since the last clean Close, which recorded every
+	// ad's text hash beside the directory (DIR.hashes); without that
+	// record (a first start, a crash) it removes the index and rebuilds it
+	// from the graph. Empty: in memory, built by NewEngine.
 	TextIndexDir string
 	// NoKeywords disables the keyword index: requests with a query fail.
 	// For offline evaluation, which sends none.
@@ -87,8 +89,12 @@ type Engine struct {
 	logger *slog.Logger
 	store  *graph.Store
 	text   *index.TextIndex // nil with Options.NoKeywords
-	cache  *embedCache
-	batch  *embedBatcher
+	// textFailed records a keyword-index write of Apply that failed (under
+	// applyMu): the index may then differ from the store, and Close does
+	// not record it as matching.
+	textFailed bool
+	cache      *embedCache
+	batch      *embedBatcher
 
 	cur atomic.Pointer[Served]
 
@@ -124,15 +130,22 @@ func NewEngine(store *graph.Store, opts Options) (*Engine, error) {
 	if opts.NoKeywords {
 		return e, nil
 	}
+	var recorded []uint64
 	if opts.TextIndexDir != "" {
-		// Rebuilt below: an index left by an earlier process may lack what
-		// was ingested since.
-		err := index.RemoveTextIndex(opts.TextIndexDir)
-		if errors.Is(err, index.ErrNotTextIndex) {
-			return nil, fmt.Errorf("%w: TextIndexDir: %w", ErrBadOptions, err)
-		}
-		if err != nil {
+		var err error
+		if recorded, err = takeTextHashes(opts.TextIndexDir); err != nil {
 			return nil, err
+		}
+		if recorded == nil {
+			// Rebuilt below: an index left without a record of what it
+			// holds may lack what was ingested since.
+			err := index.RemoveTextIndex(opts.TextIndexDir)
+			if errors.Is(err, index.ErrNotTextIndex) {
+				return nil, fmt.Errorf("%w: TextIndexDir: %w", ErrBadOptions, err)
+			}
+			if err != nil {
+				return nil, err
+			}
 		}
 	}
 	var err error
@@ -140,6 +153,14 @@ func NewEngine(store *graph.Store, opts Options) (*Engine, error) {
 		return nil, fmt.Errorf("open text index: %w", err)
 	}
 	start := time.Now()
+	if recorded != nil {
+		n, err := e.syncText(context.Background(), recorded)
+		if err != nil {
+			return nil, errors.Join(err, e.text.Close())
+		}
+		e.logger.Info("keyword index reopened", "ads", store.NumNodes(graph.NodeAd), "reindexed", n, "dir", opts.TextIndexDir, "elapsed", time.Since(start))
+		return e, nil
+	}
 	if err := e.indexAllText(context.Background()); err != nil {
 		return nil, errors.Join(err, e.text.Close())
 	}
@@ -148,14 +169,25 @@ func NewEngine(store *graph.Store, opts Options) (*Engine, error) {
 }
 
 // Close stops the request-time embedding runners and releases the keyword
-// index.
+// index. An index kept on disk is recorded (its ads' text hashes), so that
+// the next NewEngine on it re-indexes only what changed. Apply must not be
+// called after Close.
 func (e *Engine) Close() error {
 	e.batch.close()
 	if e.text == nil {
 		return nil
 	}
+	e.applyMu.Lock()
+	defer e.applyMu.Unlock()
+	var hashes []uint64
+	if e.opts.TextIndexDir != "" && !e.textFailed {
+		hashes = textHashes(e.store)
+	}
 	if err := e.text.Close(); err != nil {
 		return fmt.Errorf("close text index: %w", err)
+	}
+	if hashes != nil {
+		return putTextHashes(e.opts.TextIndexDir, hashes)
 	}
 	return nil
 }
@@ -317,8 +349,8 @@ func (e *Engine) indexAllText(ctx context.Context) error {
 	docs := map[uint32]index.TextDoc{}
 	for i := range n {
 		id := graph.NodeID{Type: graph.NodeAd, Idx: uint32(i)}
-		if ent := e.store.Entity(id); ent != nil && ent.Text != "" {
-			docs[id.Idx] = textDoc(ent)
+		if d, ok := adText(e.store.Entity(id)); ok {
+			docs[id.Idx] = d
 		}
 		if len(docs) == 4096 || (i == n-1 && len(docs) > 0) {
 			if err := e.text.Index(ctx, docs); err != nil {
@@ -328,11 +360,6 @@ func (e *Engine) indexAllText(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-func textDoc(e *graph.Entity) index.TextDoc {
-	return index.TextDoc{Title: e.Text, Description: e.Attrs["description"],
-		Category: e.Attrs[index.AttrCategory], Brand: e.Attrs[index.AttrBrand]}
 }
 
 // indexFresh refreshes the keyword-index text of the ads a batch created or
@@ -369,13 +396,23 @@ func (e *Engine) indexFresh(ctx context.Context, s *Served, ents []graph.Entity,
 	slices.SortFunc(ids, func(a, b graph.NodeID) int { return int(a.Idx) - int(b.Idx) })
 	if e.text != nil {
 		docs := map[uint32]index.TextDoc{}
+		var untitled []uint32
 		for _, id := range ids {
-			if ent := e.store.Entity(id); ent != nil {
-				docs[id.Idx] = textDoc(ent)
+			if d, ok := adText(e.store.Entity(id)); ok {
+				docs[id.Idx] = d
+			} else {
+				untitled = append(untitled, id.Idx)
 			}
 		}
 		if len(docs) > 0 {
 			if err := e.text.Index(ctx, docs); err != nil {
+				e.textFailed = true
+				return fmt.Errorf("index ad text: %w", err)
+			}
+		}
+		if len(untitled) > 0 { // as a rebuild from the store would: no title, not indexed
+			if err := e.text.Delete(ctx, untitled...); err != nil {
+				e.textFailed = true
 				return fmt.Errorf("index ad text: %w", err)
 			}
 		}

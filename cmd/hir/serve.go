@@ -273,7 +273,8 @@ func writeAddrFile(path string, addr net.Addr) error {
 const outboxDir = "outbox"
 
 // textIndexDir is the directory of the data directory that holds the
-// keyword index of ad text, rebuilt from the event log at every start.
+// keyword index of ad text, reopened after a clean stop and rebuilt from the
+// store after any other (retrieval.Options.TextIndexDir).
 const textIndexDir = "text"
 
 // errorBandUsage documents serve's and eval's --error-band.
