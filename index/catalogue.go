@@ -329,3 +329,28 @@ func (c *Catalogue) Get(t Token) (TokenInfo, bool) {
 
 // Tokens returns every described token, by level then code.
 func (c *Catalogue) Tokens() []Token { return slices.Clone(c.order) }
+
+// Infos returns every token's description, in the order of Tokens: what
+// NewCatalogue takes back.
+func (c *Catalogue) Infos() []TokenInfo {
+	out := make([]TokenInfo, len(c.order))
+	for i, t := range c.order {
+		out[i] = *c.tokens[t]
+	}
+	return out
+}
+
+// NewCatalogue returns the catalogue of infos, as Infos returned them (for
+// a catalogue read back from a file). A token described twice is refused.
+func NewCatalogue(infos []TokenInfo) (*Catalogue, error) {
+	c := &Catalogue{tokens: make(map[Token]*TokenInfo, len(infos)), order: make([]Token, 0, len(infos))}
+	for i := range infos {
+		info := infos[i]
+		if _, dup := c.tokens[info.Token]; dup {
+			return nil, fmt.Errorf("new catalogue: token %v described twice", info.Token)
+		}
+		c.tokens[info.Token] = &info
+		c.order = append(c.order, info.Token)
+	}
+	return c, nil
+}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/hir-ads/hir/graph"
 	"github.com/hir-ads/hir/index"
 	"github.com/hir-ads/hir/model"
@@ -104,5 +106,63 @@ func TestOpenVersion(t *testing.T) {
 	}
 	if !s.Gen.TrainedAt.Equal(at) || s.Gen.Metrics["val_window_auc"] != 0.7 || s.Gen.Metrics["steps"] != 2 {
 		t.Errorf("announced: trained at %v, metrics %v; want the announcement's time and val_window_auc, the checkpoint's steps", s.Gen.TrainedAt, s.Gen.Metrics)
+	}
+}
+
+// TestCatalogueFile checks that a load reads the token catalogue saved
+// with the generation's files instead of building it, the same catalogue,
+// and builds it again when the ads' text changed since the files were
+// written or the file is damaged.
+func TestCatalogueFile(t *testing.T) {
+	ctx := context.Background()
+	store, dir, m := trainedTiny(t)
+	opts := BuildOptions{Quantizer: index.QuantizerOptions{ResidualCodes: 4, Seed: 1}}
+	built, err := Build(ctx, m, store, store.MaxTS(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Save(built, store, dir); err != nil {
+		t.Fatal(err)
+	}
+	load := func() (*Served, LoadStats) {
+		t.Helper()
+		s, st, err := Load(ctx, m, store, dir, store.MaxTS(), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s, st
+	}
+	s, st := load()
+	if !st.CatalogueLoaded {
+		t.Fatal("the catalogue was built, want it read from its file")
+	}
+	if diff := cmp.Diff(built.Gen.Catalogue.Infos(), s.Gen.Catalogue.Infos()); diff != "" {
+		t.Errorf("catalogue read differs from the one built (-built +read):\n%s", diff)
+	}
+	// An ad retitled since: the labels must be read from the text anew.
+	if _, err := store.UpsertEntity(graph.Entity{Type: graph.NodeAd, ID: "a3", Text: "topic3 renamed"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, st := load(); st.CatalogueLoaded || st.Changed() {
+		t.Errorf("after an ad's text changed: catalogue loaded %v, load changed %v; want the catalogue built, the load unchanged", st.CatalogueLoaded, st.Changed())
+	}
+	if err := Save(built, store, dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, FileCatalogue), []byte(`{"tokens":[`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if s, st := load(); st.CatalogueLoaded || s.Gen.Catalogue == nil {
+		t.Errorf("damaged catalogue file: loaded %v, catalogue %v; want one built", st.CatalogueLoaded, s.Gen.Catalogue != nil)
+	}
+	// Files without a usable catalogue (an older build's): Open writes the
+	// catalogue it built, and the next load reads it.
+	popts := opts
+	popts.PersistDir = dir
+	if _, err := Open(ctx, m, store, dir, store.MaxTS(), popts); err != nil {
+		t.Fatal(err)
+	}
+	if _, st := load(); !st.CatalogueLoaded {
+		t.Error("after Open: the catalogue was built again, want it read from the file Open wrote")
 	}
 }

@@ -31,6 +31,9 @@ const (
 	// FileIndex holds the ad index snapshot, quantizer and residual
 	// codebook included (index.Snapshot.SaveFile, docs/format/index.md).
 	FileIndex = "index.bin"
+	// FileCatalogue holds the token catalogue built on that index, with
+	// what it was built from (catalogueFile).
+	FileCatalogue = "catalogue.json"
 )
 
 // EmbeddingsFormatVersion is the version of the embeddings file written by
@@ -305,6 +308,11 @@ func Save(s *Served, store *graph.Store, dir string) error {
 	if err := WriteEmbeddingsFile(filepath.Join(dir, FileEmbeddings), f); err != nil {
 		return fmt.Errorf("save snapshot files: %w", err)
 	}
+	if gen.Catalogue != nil && s.Live != nil && s.Live.Index != nil {
+		if err := saveCatalogue(dir, gen.Catalogue, s.Live.Index.Snapshot(), store); err != nil {
+			return fmt.Errorf("save snapshot files: %w", err)
+		}
+	}
 	return nil
 }
 
@@ -321,7 +329,10 @@ type LoadStats struct {
 	// IndexRebuilt is set when the index file was absent or unreadable and
 	// the index was rebuilt from the loaded ad embeddings.
 	IndexRebuilt bool
-	Elapsed      time.Duration
+	// CatalogueLoaded is set when the token catalogue was read from its
+	// file instead of built (loadCatalogue).
+	CatalogueLoaded bool
+	Elapsed         time.Duration
 }
 
 // Changed reports whether the loaded snapshot differs from the files.
@@ -408,15 +419,21 @@ func Load(ctx context.Context, m *model.Model, store *graph.Store, dir string, a
 	}
 	st.Upserted = n
 	catStart := time.Now()
-	if err := buildCatalogue(ctx, s, store); err != nil {
-		return nil, st, err
+	if !st.Changed() {
+		s.Gen.Catalogue = loadCatalogue(dir, s.Live.Index.Snapshot(), store, opts.Logger)
+		st.CatalogueLoaded = s.Gen.Catalogue != nil
+	}
+	if s.Gen.Catalogue == nil {
+		if err := buildCatalogue(ctx, s, store); err != nil {
+			return nil, st, err
+		}
 	}
 	catElapsed := time.Since(catStart)
 	st.Elapsed = time.Since(start)
 	gen.Metrics["index_ads"] = float64(s.IndexSize())
 	gen.Metrics["load_seconds"] = st.Elapsed.Seconds()
 	opts.Logger.Info("generation loaded from files", "version", gen.Version, "dir", dir, "embeddings", st.Loaded,
-		"embedded_new", st.Embedded, "upserted_ads", st.Upserted, "index_rebuilt", st.IndexRebuilt, "catalogue", catElapsed, "elapsed", st.Elapsed)
+		"embedded_new", st.Embedded, "upserted_ads", st.Upserted, "index_rebuilt", st.IndexRebuilt, "catalogue_loaded", st.CatalogueLoaded, "catalogue", catElapsed, "elapsed", st.Elapsed)
 	return s, st, nil
 }
 
@@ -563,8 +580,14 @@ func Open(ctx context.Context, m *model.Model, store *graph.Store, dir string, a
 	s, st, err := Load(ctx, m, store, dir, asOf, opts)
 	switch {
 	case err == nil:
-		if opts.PersistDir != "" && st.Changed() {
+		switch {
+		case opts.PersistDir == "":
+		case st.Changed():
 			persist(s, store, opts.PersistDir, opts.Logger)
+		case !st.CatalogueLoaded: // files of an older build, or texts changed since: only the catalogue is new
+			if err := saveCatalogue(opts.PersistDir, s.Gen.Catalogue, s.Live.Index.Snapshot(), store); err != nil {
+				opts.Logger.Warn("persist the token catalogue: the next start-up will build it", "dir", opts.PersistDir, "err", err)
+			}
 		}
 		return s, nil
 	case ctx.Err() != nil:
