@@ -264,3 +264,35 @@ func BenchmarkFirstStage(b *testing.B) {
 		}
 	})
 }
+
+// TestADCSim checks the path code's approximate similarity against the
+// dot product with the reconstruction, for a codebook size that is a power
+// of two (read with shifts) and one that is not (with divisions).
+func TestADCSim(t *testing.T) {
+	ctx := context.Background()
+	for _, codes := range []int{3, 4} {
+		s := genSynth(600, 16, 7)
+		levels := hierPrototypes(t, s.vecs, []int{4, 8}, 7)
+		q, err := NewQuantizer(QuantizerOptions{Levels: levels, ResidualLevels: 2, ResidualCodes: codes, Seed: 7})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := q.Fit(ctx, s.vecs); err != nil {
+			t.Fatal(err)
+		}
+		query := s.queries(1, 3)[0]
+		tab := q.adc(query)
+		r := make([]float32, q.dim)
+		for _, e := range s.vecs[:50] {
+			code := q.pathCode(e)
+			q.residual(e, code, r)
+			var want float32
+			for i := range e {
+				want += query[i] * (e[i] - r[i])
+			}
+			if got := tab.sim(code); math.Abs(float64(got-want)) > 1e-4 {
+				t.Errorf("%d codes: sim(%d) = %v, want %v", codes, code, got, want)
+			}
+		}
+	}
+}

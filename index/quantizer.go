@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 )
 
@@ -537,6 +538,7 @@ type adcTable struct {
 	proto []float32   // by finest prototype
 	res   [][]float32 // per residual level, by codeword
 	codes uint32      // ResidualCodes
+	shift uint32      // log2(codes) when codes is a power of two (the default 16), else 0
 }
 
 // adc returns vec's table.
@@ -545,6 +547,9 @@ func (q *Quantizer) adc(vec []float32) *adcTable {
 	n := q.LevelSize(L - 1)
 	buf := make([]float32, n+len(q.res)*q.opts.ResidualCodes)
 	t := &adcTable{proto: buf[:n:n], res: make([][]float32, len(q.res)), codes: uint32(q.opts.ResidualCodes)}
+	if c := t.codes; c > 1 && c&(c-1) == 0 {
+		t.shift = uint32(bits.TrailingZeros32(c))
+	}
 	for c := range n {
 		t.proto[c] = Dot(q.proto(L-1, c), vec)
 	}
@@ -563,6 +568,14 @@ func (q *Quantizer) adc(vec []float32) *adcTable {
 // doc with this path code.
 func (t *adcTable) sim(code uint32) float32 {
 	var s float32
+	if t.shift > 0 { // the codes' divisions are shifts
+		mask := t.codes - 1
+		for j := len(t.res) - 1; j >= 0; j-- {
+			s += t.res[j][code&mask]
+			code >>= t.shift
+		}
+		return s + t.proto[code]
+	}
 	for j := len(t.res) - 1; j >= 0; j-- {
 		s += t.res[j][code%t.codes]
 		code /= t.codes

@@ -329,6 +329,19 @@ func (e *Engine) Retrieve(ctx context.Context, req Request) (*Response, error) {
 	if keyword != nil {
 		q = index.Hybrid(q, keyword, index.HybridAnd)
 	}
+	if q.Filter != nil && newAdSlots(req.K, w.NewAdShare) > 0 {
+		// The answer's search and the new ads' both read the filter:
+		// evaluate it once (a filter of a thousand campaigns costs about
+		// half a millisecond at a million ads).
+		allowed, err := idx.Allowed(q.Filter)
+		if err != nil {
+			return nil, fmt.Errorf("search index: %w", err)
+		}
+		if q.Restrict != nil {
+			allowed.And(q.Restrict)
+		}
+		q.Filter, q.Restrict = nil, allowed
+	}
 	res, err := idx.Search(ctx, q)
 	if err != nil {
 		return nil, fmt.Errorf("search index: %w", err)
