@@ -44,7 +44,7 @@ if [[ "$fuzztime" != "0" && "$fuzztime" != "0s" && "$fuzztime" != "0x" ]]; then
 		./dataset:FuzzReadJSONL \
 		./index:FuzzReadSnapshot ./index:FuzzParseFilter \
 		./serving:FuzzDecodeEvents ./serving:FuzzDecodeEntities ./serving:FuzzDecodeRetrieve \
-		./retrieval:FuzzDecodeEmbeddings ./serving/cluster:FuzzVectorRoundTrip; do
+		./retrieval:FuzzDecodeEmbeddings ./retrieval:FuzzDecodeTextHashes ./serving/cluster:FuzzVectorRoundTrip; do
 		pkg=${target%%:*} fn=${target##*:}
 		echo "test.sh: fuzz $pkg $fn for $fuzztime" >&2
 		go test -run '^$' -fuzz "^${fn}\$" -fuzztime "$fuzztime" "$pkg"
