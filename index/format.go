@@ -455,6 +455,12 @@ func decodeDocs(tx *txn, b []byte, version uint32) error {
 				d.fail("%d residual shares for %d dimensions", ns, dim)
 			}
 			tx.s.resShare = d.vec(ns)
+			for i, x := range tx.s.resShare {
+				if !(x >= 0) || math.IsInf(float64(x), 0) {
+					d.fail("residual share %d is %v", i, x)
+					break
+				}
+			}
 		}
 		if width = int(d.u32()); d.err == nil && width != tx.pq.v.width {
 			d.fail("product codes of %d bytes, the quantizer's are %d", width, tx.pq.v.width)

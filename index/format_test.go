@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"strings"
@@ -52,7 +53,7 @@ func snapshotsEqual(t *testing.T, a, b *Snapshot) {
 	if b.product() == nil { // an older version's file: no product codes
 		return
 	}
-	if diff := cmp.Diff(a.q.pq.codebooks(), b.q.pq.codebooks()); diff != "" {
+	if diff := cmp.Diff(a.q.pq.cents, b.q.pq.cents); diff != "" {
 		t.Fatalf("product codebooks differ:\n%s", diff)
 	}
 	if !cmp.Equal(a.resShare, b.resShare) {
@@ -123,6 +124,9 @@ func TestCorruptSnapshotRefused(t *testing.T) {
 		{"flipped byte", mut(func(b []byte) []byte { b[len(b)/3] ^= 0x40; return b }), "checksum mismatch"},
 		{"trailing junk", append(bytes.Clone(good), 1, 2, 3), "trailing bytes"},
 		{"bad section tag", mut(func(b []byte) []byte { b[12] = 'Z'; return b }), "where QNTZ expected"},
+		{"residual share not finite", mut(func(b []byte) []byte {
+			return patchSection(b, secDocs, func(p []byte) { binary.LittleEndian.PutUint32(p[12:], 0x7fc00000) }) // NaN
+		}), "residual share 0 is NaN"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -222,4 +226,17 @@ func FuzzReadSnapshot(f *testing.F) {
 			t.Fatalf("ReadSnapshot error = %v, want nil or ErrCorrupt", err)
 		}
 	})
+}
+
+// patchSection applies f to the payload of section tag of the snapshot file
+// b, in place, and redoes the section's checksum.
+func patchSection(b []byte, tag string, f func(payload []byte)) []byte {
+	rest := b[12:]
+	for string(rest[:4]) != tag {
+		rest = rest[12+binary.LittleEndian.Uint64(rest[4:12])+4:]
+	}
+	n := binary.LittleEndian.Uint64(rest[4:12])
+	f(rest[12 : 12+n])
+	binary.LittleEndian.PutUint32(rest[12+n:], crc32.Checksum(rest[:12+n], crcTable))
+	return b
 }

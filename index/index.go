@@ -264,7 +264,7 @@ func (ix *Index) Publish(s *Snapshot) error {
 }
 
 // bag is what a doc's embedding gives the index: its tokens (sorted, no
-// duplicates) and its first-stage code (Quantizer.firstStage): path code,
+// duplicates) and its first-stage code (Snapshot.firstStage): path code,
 // product code (nil without one) and the norm of what they leave.
 type bag struct {
 	tokens []Token
@@ -713,9 +713,9 @@ func (s *Snapshot) product() *productQuantizer {
 	return s.q.pq
 }
 
-// firstStage writes vec's first-stage code under path code as s holds it
-// (Quantizer.firstStage; pq untouched when s holds no product codes) and
-// returns the norm of what it leaves, which it writes to r.
+// firstStage writes vec's first-stage code under path code as s holds it:
+// its product code into pq (untouched when s holds no product codes), what
+// the path and product codes leave of vec into r, and returns r's norm.
 func (s *Snapshot) firstStage(vec []float32, code uint32, pq []byte, r []float32) float32 {
 	s.q.residual(vec, code, r)
 	if p := s.product(); p != nil {

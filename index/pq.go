@@ -109,18 +109,6 @@ func (p *productQuantizer) subtractCode(code []byte, r []float32) {
 	}
 }
 
-// codebooks returns copies of the codebooks, per subspace.
-func (p *productQuantizer) codebooks() [][][]float32 {
-	out := make([][][]float32, len(p.cents))
-	for s, flat := range p.cents {
-		w := p.bounds[s+1] - p.bounds[s]
-		for c := range p.k {
-			out[s] = append(out[s], append([]float32(nil), flat[c*w:(c+1)*w]...))
-		}
-	}
-	return out
-}
-
 // productTable is one query's dot products with every subspace's
 // codewords, subspace-major (K entries each).
 type productTable struct {

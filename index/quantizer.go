@@ -505,17 +505,6 @@ func (q *Quantizer) residual(vec []float32, code uint32, out []float32) {
 	sub(out, q.proto(len(q.flat)-1, int(code)))
 }
 
-// firstStage writes vec's first-stage code under path code: its product
-// code into pq (ProductSubspaces bytes; untouched without one), what the
-// path and product codes leave of vec into r, and returns r's norm.
-func (q *Quantizer) firstStage(vec []float32, code uint32, pq []byte, r []float32) float32 {
-	q.residual(vec, code, r)
-	if q.pq != nil {
-		q.pq.encode(r, pq)
-	}
-	return norm32(r)
-}
-
 // bagPathCode returns the path code that a bag of Bag (in its rank order)
 // holds: the code of its first token at the last level, residual or
 // finest without fitted residual levels; false when the bag has none.
