@@ -29,17 +29,13 @@ type catalogueFile struct {
 // every ad's text and the text of every entity an attribute names.
 func catalogueDigest(store *graph.Store) uint64 {
 	h := fnv.New64a()
-	var n [4]byte
 	for _, t := range []graph.NodeType{graph.NodeAd, graph.NodeBrand, graph.NodeCategory, graph.NodeAdvertiser, graph.NodeCampaign, graph.NodeProduct} {
 		for i := range store.NumNodes(t) {
 			var text string
 			if e := store.Entity(graph.NodeID{Type: t, Idx: uint32(i)}); e != nil {
 				text = e.Text
 			}
-			l := len(text)
-			n[0], n[1], n[2], n[3] = byte(l), byte(l>>8), byte(l>>16), byte(l>>24)
-			h.Write(n[:])
-			h.Write([]byte(text))
+			hashField(h, text)
 		}
 		h.Write([]byte{0xff, 0xff, 0xff, 0xff, byte(t)})
 	}

@@ -5,12 +5,14 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash"
 	"hash/crc32"
 	"hash/fnv"
 	"io/fs"
 	"os"
 	"path/filepath"
 
+	"github.com/hir-ads/hir/eventlog"
 	"github.com/hir-ads/hir/graph"
 	"github.com/hir-ads/hir/index"
 )
@@ -40,10 +42,16 @@ func textHash(ent *graph.Entity) uint64 {
 	}
 	h := fnv.New64a()
 	for _, f := range []string{d.Title, d.Description, d.Category, d.Brand} {
-		h.Write(binary.LittleEndian.AppendUint32(nil, uint32(len(f))))
-		h.Write([]byte(f))
+		hashField(h, f)
 	}
 	return h.Sum64() | 1
+}
+
+// hashField writes f to h with its length first, so that the fields of a
+// sequence cannot run into one another.
+func hashField(h hash.Hash64, f string) {
+	h.Write(binary.LittleEndian.AppendUint32(nil, uint32(len(f))))
+	h.Write([]byte(f))
 }
 
 // adText returns ad ent's keyword-index text, false when the index does not
@@ -117,8 +125,8 @@ func takeTextHashes(dir string) ([]uint64, error) {
 	if err := os.Remove(path); err != nil {
 		return nil, fmt.Errorf("remove keyword index record: %w", err)
 	}
-	if err := syncDir(filepath.Dir(path)); err != nil {
-		return nil, err
+	if err := eventlog.SyncDir(filepath.Dir(path)); err != nil {
+		return nil, fmt.Errorf("remove keyword index record: %w", err)
 	}
 	if decErr != nil {
 		return nil, nil
@@ -132,18 +140,8 @@ func putTextHashes(dir string, hashes []uint64) error {
 	if err := writeFileAtomic(path, encodeTextHashes(hashes)); err != nil {
 		return fmt.Errorf("record keyword index: %w", err)
 	}
-	return syncDir(filepath.Dir(path))
-}
-
-// syncDir fsyncs directory dir, so that a rename or removal in it is durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
+	if err := eventlog.SyncDir(filepath.Dir(path)); err != nil {
+		return fmt.Errorf("record keyword index: %w", err)
 	}
 	return nil
 }
