@@ -118,8 +118,8 @@ type AppendResult struct {
 // id is already stored, or used earlier in the batch or in a batch queued
 // beside it, with a different payload. The batch is not stored.
 type ConflictError struct {
-	Index  int      // the event's index in the batch
-	ID     string   // its id
+	Index int    // the event's index in the batch
+	ID    string // its id
 	// Fields name what differs ("src", "dst", "type", "ts", "weight"), as
 	// far as the stored fingerprint tells: a part that differs is left out
 	// with a chance of 1 in 64 (its 6 bits of hash agree), and nil means

@@ -283,21 +283,37 @@ type Calibration struct {
 	Points []CalibrationPoint `json:"points"`
 }
 
-// CalibrationPoint is one candidate's mean recall@K and NDCG@K over the
-// users: a prior weight's (Calibration.Points) or a new-ad scale's
-// (Calibration.NewAdPoints).
+// CalibrationPoint is one candidate's scores over the users: a prior
+// weight's (Calibration.Points), a new-ad scale's
+// (Calibration.NewAdPoints) or a popularity weight's
+// (Calibration.PopularityPoints).
 type CalibrationPoint struct {
 	NewAdScale float32 `json:"new_ad_scale,omitempty"`
 	// Popularity is the popularity weight of a Calibration.PopularityPoints
 	// candidate (nil elsewhere).
 	Popularity  *float32 `json:"popularity_weight,omitempty"`
 	PriorWeight float32  `json:"prior_weight"`
-	Recall      float64  `json:"recall"`
-	NDCG        float64  `json:"ndcg"`
+	// Recall and NDCG are the mean recall@K and NDCG@K over the users,
+	// ColdRecall the mean recall@K of the new ads (no engagement before
+	// the cut) over the users who engaged with one (ColdUsers).
+	Recall     float64 `json:"recall"`
+	NDCG       float64 `json:"ndcg"`
+	ColdRecall float64 `json:"cold_recall"`
+	ColdUsers  int     `json:"cold_users"`
+	// Score is the criterion, Recall + NDCG + ColdRecall; Low and High
+	// bound its 95% bootstrap interval over the users, DiffLow and
+	// DiffHigh that of its difference with the default candidate's
+	// (the same resamples; zero for the default itself).
+	Score    float64 `json:"score"`
+	Low      float64 `json:"low"`
+	High     float64 `json:"high"`
+	DiffLow  float64 `json:"diff_low"`
+	DiffHigh float64 `json:"diff_high"`
 }
 
 // String gives the point as logs show it: the candidate's settings (the
-// popularity weight only where set) and its scores.
+// popularity weight only where set) and its scores (the criterion and its
+// intervals only where computed).
 func (p CalibrationPoint) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "new_ad_scale=%g", p.NewAdScale)
@@ -305,6 +321,10 @@ func (p CalibrationPoint) String() string {
 		fmt.Fprintf(&b, " popularity_weight=%g", *p.Popularity)
 	}
 	fmt.Fprintf(&b, " prior_weight=%g recall=%.4f ndcg=%.4f", p.PriorWeight, p.Recall, p.NDCG)
+	if p.High > 0 { // a point with the criterion's interval (a calibration written before it has none)
+		fmt.Fprintf(&b, " cold_recall=%.4f (%d users) score=%.4f [%.4f, %.4f] diff [%+.4f, %+.4f]",
+			p.ColdRecall, p.ColdUsers, p.Score, p.Low, p.High, p.DiffLow, p.DiffHigh)
+	}
 	return b.String()
 }
 

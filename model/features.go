@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/blevesearch/bleve/v2/analysis"
@@ -32,9 +33,6 @@ type nodeFeatures struct {
 	attrs  []int32       // <= AttrLen bucket ids
 	vec    []float32     // [VectorDim] or nil
 	spec   int32         // the ad's row of the spectral table, or -1
-	// keys are an ad's attribute values, hashed whole (attrKeys): the
-	// keys of the spectral table's attribute rows. Nil for other nodes.
-	keys []uint64
 }
 
 // featurizer turns subgraphs into fixed-shape batch tensors. It caches the
@@ -157,33 +155,65 @@ func attrBuckets(t graph.NodeType, attrs map[string]string, buckets, max int) []
 	return out
 }
 
+// adKey is a key of the spectral table's attribute rows
+// (spectralTable.Attr): an attribute value of an ad, or a word of its
+// text, and the group it belongs to (the attribute's name, or textGroup).
+type adKey struct {
+	key   uint64
+	group string
+}
+
+// textGroup is the group of an ad's text words among its keys (adKeys).
+// It starts with a NUL byte, which attribute names do not hold in
+// practice; one that did would only share the words' group weight.
+const textGroup = "\x00text"
+
 // attrKeys returns one key per attribute value of an ad (key and value
 // hashed whole, 64 bits, so that distinct values practically never share
-// one, unlike the encoder's attribute buckets): the keys of the spectral
-// table's attribute rows (spectralTable.Attr).
-func attrKeys(attrs map[string]string) []uint64 {
+// one, unlike the encoder's attribute buckets), in the order of the
+// attribute names.
+func attrKeys(attrs map[string]string) []adKey {
 	if len(attrs) == 0 {
 		return nil
 	}
-	out := make([]uint64, 0, len(attrs))
+	out := make([]adKey, 0, len(attrs))
 	for k, v := range attrs {
-		out = append(out, hash64(107, k, v))
+		out = append(out, adKey{key: hash64(107, k, v), group: k})
 	}
-	slices.Sort(out)
+	slices.SortFunc(out, func(a, b adKey) int { return strings.Compare(a.group, b.group) })
 	return out
 }
 
-// adKeys returns a function giving an ad's attribute keys from src
-// (attrKeys; fitSpectral's attribute rows). It reads the entities
-// directly: the featurizer's cache holds each ad's row of the spectral
-// table, which the fit is about to make.
-func adKeys(src Entities) func(id graph.NodeID) []uint64 {
-	return func(id graph.NodeID) []uint64 {
-		if e := src.Entity(id); e != nil {
-			return attrKeys(e.Attrs)
-		}
+// adKeys returns the keys of e's attribute rows (spectralTable.Attr): its
+// attribute values (attrKeys), then the distinct words of its analysed
+// text (each hashed whole, 64 bits, in textGroup). They are computed when
+// asked, not cached: only an ad without factors of its own needs them.
+func (f *featurizer) adKeys(e *graph.Entity) []adKey {
+	if e == nil {
 		return nil
 	}
+	out := attrKeys(e.Attrs)
+	if e.Text == "" {
+		return out
+	}
+	seen := make(map[uint64]struct{})
+	for _, tk := range f.analyzer.Analyze([]byte(e.Text)) {
+		key := hash64(109, "w", string(tk.Term))
+		if _, ok := seen[key]; ok {
+			continue
+		}
+		seen[key] = struct{}{}
+		out = append(out, adKey{key: key, group: textGroup})
+	}
+	return out
+}
+
+// adKeysOf returns a function giving an ad's keys from src (adKeys;
+// fitSpectral's attribute rows). It reads the entities directly: the
+// featurizer's cache holds each ad's row of the spectral table, which the
+// fit is about to make.
+func (f *featurizer) adKeysOf(src Entities) func(id graph.NodeID) []adKey {
+	return func(id graph.NodeID) []adKey { return f.adKeys(src.Entity(id)) }
 }
 
 // contentBuckets returns a function giving a node's content buckets from
@@ -221,9 +251,6 @@ func (f *featurizer) node(src Entities, id graph.NodeID) *nodeFeatures {
 	if ent != nil {
 		if f.spec != nil && ent.Type == graph.NodeAd {
 			nf.spec = f.spec.row(ent.ID)
-		}
-		if ent.Type == graph.NodeAd {
-			nf.keys = attrKeys(ent.Attrs)
 		}
 		nf.hash = idHash(ent.Type, ent.ID, f.cfg.HashK)
 		nf.idRows = idTableRows(ent.Type, ent.ID, f.cfg.IDRows)
@@ -419,7 +446,7 @@ func (f *featurizer) spectral(src Entities, sg *graph.Subgraph, out []float32, r
 	case anchor.spec < 0 && sg.Nodes[0].Type == graph.NodeUser && len(sg.History) == 0 && len(f.spec.Profile) > 0:
 		return rows, f.spec.profileFold(out[:k], f.profileBuckets(anchor))
 	case sg.Nodes[0].Type == graph.NodeAd && len(f.spec.Attr) > 0:
-		return rows, f.spec.attrFold(out[:k], anchor.keys)
+		return rows, f.spec.attrFold(out[:k], f.adKeys(anchor.entity))
 	}
 	return rows, false
 }

@@ -5,6 +5,7 @@ import (
 	gocontext "context"
 	"encoding/gob"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -67,16 +68,27 @@ type spectralTable struct {
 	// engage with. Nil: none.
 	Profile     []int32
 	ProfileRows []float32
-	// Attr lists, in increasing order, the attribute keys (attrKeys: an
-	// ad's attribute values, such as its campaign, advertiser, brand or
-	// category) of the ads engaged at the fit, AttrRows [len(Attr), K]
-	// the mean of those ads' rows and AttrN how many ads share each. An
-	// ad without factors of its own (new, or new since the fit) folds in
-	// the rows of its attribute values (attrFold): what the users of its
-	// campaign's and advertiser's other ads engage with. Nil: none.
+	// Attr lists, in increasing order, the keys (adKeys: an ad's
+	// attribute values, such as its campaign, advertiser, brand or
+	// category, and the words of its text) of the ads engaged at the fit,
+	// AttrRows [len(Attr), K] the mean of those ads' rows and AttrN how
+	// many ads share each. An ad without factors of its own (new, or new
+	// since the fit) folds in the rows of its keys (attrFold): what the
+	// users of its campaign's and advertiser's other ads, and of the ads
+	// that share its words, engage with. Nil: none.
 	Attr     []uint64
 	AttrRows []float32
 	AttrN    []int32
+	// Groups names the key groups (an attribute's name, or textGroup),
+	// in increasing order; AttrGroup gives each key's group (an index of
+	// Groups) and GroupW each group's weight in a new ad's fold, fitted
+	// on the engaged ads (fitGroupWeights): how well the group's rows,
+	// each ad's own left out, predict an engaged ad's row. Nil (a table
+	// written before the groups existed): every key weighted by the
+	// inverse of its count (attrFoldByCount).
+	Groups    []string
+	AttrGroup []int32
+	GroupW    []float32
 
 	first []int64 // each row's first engagement (unix ms); set by fitSpectral, not stored
 
@@ -84,6 +96,7 @@ type spectralTable struct {
 	profile map[int32]int32  // profile bucket -> row of ProfileRows
 	attr    map[uint64]int32 // attribute key -> row of AttrRows
 	typical float32          // median norm of the engaged ads' rows (engagedMedian)
+	engaged int              // the rows not from content alone
 	// newAd scales the factors of new ads (attrFold, predict): how a new
 	// ad's engagement compares with the engaged ads' it is derived from,
 	// which depends on the data (retrieval.Calibrate chooses it;
@@ -118,12 +131,18 @@ func (t *spectralTable) buildIndex() {
 		t.attr[key] = int32(i)
 	}
 	t.typical = t.engagedMedian()
+	t.engaged = 0
+	for i := range t.IDs {
+		if !t.contentOnly(int32(i)) {
+			t.engaged++
+		}
+	}
 }
 
 // engagedMedian returns the median norm of the rows of engaged ads (those
 // not from content alone), or 0 when there are none.
 func (t *spectralTable) engagedMedian() float32 {
-	var norms []float32
+	norms := make([]float32, 0, len(t.IDs))
 	for i := range t.IDs {
 		if !t.contentOnly(int32(i)) {
 			norms = append(norms, vek32.Norm(t.Rows[i*t.K:(i+1)*t.K]))
@@ -156,23 +175,74 @@ func (t *spectralTable) profileFold(dst []float32, buckets []int32) bool {
 }
 
 // attrFold writes into dst[:K] the factors of an ad without a row of its
-// own from its attribute keys (attrKeys): the mean of its values' rows
-// (AttrRows), each weighted by the inverse of the number of engaged ads
-// that share the value, so that a campaign of ten ads outweighs a
-// category of hundreds and a value every ad shares counts for little;
-// lengthened to the median length of the engaged ads' rows when shorter
-// (as a predicted row is, predict: a row's length holds the engagement an
-// ad has had the time to earn, and the ads that share a launch's values
-// may be recent launches themselves); then times the new-ad scale
-// (newAd). At scale 1 a user scores the new ad at least about as it
-// scores the ads that share its campaign or advertiser. It reports whether any key had a row (dst stays zero
-// when none has).
-func (t *spectralTable) attrFold(dst []float32, keys []uint64) bool {
+// own from its keys (adKeys): in each group the mean of its keys' rows
+// (AttrRows), a key weighted by its rarity (keyWeight; in an attribute's
+// group an ad has one value), the groups' means summed with their weights
+// (GroupW); lengthened to the median length of the engaged ads' rows
+// when shorter (as a predicted row is, predict: a row's length holds the
+// engagement an ad has had the time to earn, and the ads that share a
+// launch's values may be recent launches themselves); then times the
+// new-ad scale (newAd). So a new creative reads what the users of its
+// campaign's ads engage with, where the campaign's rows predict an
+// engaged ad's row better than its release date's do. It reports whether
+// the fold has any weight (dst stays zero when none has).
+func (t *spectralTable) attrFold(dst []float32, keys []adKey) bool {
 	dst = dst[:t.K]
 	clear(dst)
+	if t.GroupW == nil {
+		if !t.attrFoldByCount(dst, keys) {
+			return false
+		}
+	} else {
+		sums := make([]float32, len(t.Groups))
+		for _, k := range keys {
+			if r, ok := t.attr[k.key]; ok {
+				sums[t.AttrGroup[r]] += keyWeight(t.AttrN[r], t.engaged)
+			}
+		}
+		folded := false
+		for _, k := range keys {
+			r, ok := t.attr[k.key]
+			if !ok {
+				continue
+			}
+			g := t.AttrGroup[r]
+			w := t.GroupW[g] * keyWeight(t.AttrN[r], t.engaged) / sums[g]
+			if w <= 0 {
+				continue
+			}
+			folded = true
+			for j, v := range t.AttrRows[int(r)*t.K : (int(r)+1)*t.K] {
+				dst[j] += w * v
+			}
+		}
+		if !folded {
+			return false
+		}
+	}
+	if n := vek32.Norm(dst); n > 0 && n < t.typical {
+		vek32.MulNumber_Inplace(dst, t.typical/n)
+	}
+	vek32.MulNumber_Inplace(dst, t.newAdScale())
+	return true
+}
+
+// keyWeight is the weight of a key shared by n of the engaged ads in its
+// group's mean (attrFold, fitGroupWeights): log(1 + engaged/n), as
+// inverse document frequency weighs a word, so that a word every ad has
+// counts for little.
+func keyWeight(n int32, engaged int) float32 {
+	return float32(math.Log1p(float64(engaged) / float64(max(n, 1))))
+}
+
+// attrFoldByCount writes into dst the fold of a table without key groups
+// (GroupW nil): the mean of the keys' rows, each weighted by the inverse
+// of the number of engaged ads that share it. It reports whether any key
+// had a row.
+func (t *spectralTable) attrFoldByCount(dst []float32, keys []adKey) bool {
 	var sum float32
-	for _, key := range keys {
-		r, ok := t.attr[key]
+	for _, k := range keys {
+		r, ok := t.attr[k.key]
 		if !ok {
 			continue
 		}
@@ -186,10 +256,6 @@ func (t *spectralTable) attrFold(dst []float32, keys []uint64) bool {
 		return false
 	}
 	vek32.MulNumber_Inplace(dst, 1/sum)
-	if n := vek32.Norm(dst); n > 0 && n < t.typical {
-		vek32.MulNumber_Inplace(dst, t.typical/n)
-	}
-	vek32.MulNumber_Inplace(dst, t.newAdScale())
 	return true
 }
 
@@ -211,16 +277,141 @@ func (t *spectralTable) withNewAdScale(s float32) *spectralTable {
 
 // fitAttr sets t.Attr, t.AttrRows and t.AttrN from the fitted rows of
 // the engaged ads (rows below engaged; adIdx gives each row's ad): each
-// attribute key of those ads (keys) gets the mean of the rows of the ads
-// that have it.
-func (t *spectralTable) fitAttr(adIdx []uint32, engaged int, keys func(ad uint32) []uint64) {
+// key of those ads (keys) gets the mean of the rows of the ads that have
+// it; then the key groups and their weights (fitGroupWeights).
+func (t *spectralTable) fitAttr(adIdx []uint32, engaged int, keys func(ad uint32) []adKey) {
 	sums := newRowSums[uint64](t.K)
+	group := make(map[uint64]string)
 	for r := range engaged {
-		for _, key := range keys(adIdx[r]) {
-			sums.add(key, t.Rows[r*t.K:(r+1)*t.K])
+		for _, k := range keys(adIdx[r]) {
+			sums.add(k.key, t.Rows[r*t.K:(r+1)*t.K])
+			group[k.key] = k.group
 		}
 	}
 	t.Attr, t.AttrRows, t.AttrN = sums.means(1)
+	names := make(map[string]int32)
+	for _, g := range group {
+		names[g] = 0
+	}
+	t.Groups = slices.Sorted(maps.Keys(names))
+	for i, g := range t.Groups {
+		names[g] = int32(i)
+	}
+	t.AttrGroup = make([]int32, len(t.Attr))
+	for i, key := range t.Attr {
+		t.AttrGroup[i] = names[group[key]]
+	}
+	t.buildIndex()
+	t.GroupW = t.fitGroupWeights(adIdx, engaged, keys)
+}
+
+// groupFitAds bounds the engaged ads fitGroupWeights reads.
+const groupFitAds = 20000
+
+// fitGroupWeights fits each key group's weight in a new ad's fold: the
+// non-negative least squares of an engaged ad's row on its groups' means
+// (attrFold's, each key's row with the ad's own left out, so that a
+// value only this ad has says nothing), over up to groupFitAds of the
+// engaged ads (every n-th). A group whose rows point where the ad's users
+// are (a campaign, a brand, the words of the text) gets a large weight,
+// one whose values are shared by chance (a release date) a small one.
+// t.index must be built.
+func (t *spectralTable) fitGroupWeights(adIdx []uint32, engaged int, keys func(ad uint32) []adKey) []float32 {
+	g, k := len(t.Groups), t.K
+	if g == 0 || engaged < 2 {
+		return nil
+	}
+	step := max(1, engaged/groupFitAds)
+	a, b := make([]float64, g*g), make([]float64, g)
+	means, sums := make([]float32, g*k), make([]float32, g)
+	loo := make([]float32, k)
+	for r := 0; r < engaged; r += step {
+		row := t.Rows[r*k : (r+1)*k]
+		clear(means)
+		clear(sums)
+		ks := keys(adIdx[r])
+		for pass := range 2 {
+			for _, key := range ks {
+				i, ok := t.attr[key.key]
+				if !ok || t.AttrN[i] < 2 {
+					continue
+				}
+				gi, n := t.AttrGroup[i], t.AttrN[i]
+				w := keyWeight(n-1, engaged-1)
+				if pass == 0 {
+					sums[gi] += w
+					continue
+				}
+				// The key's mean over the other ads that have it.
+				vek32.MulNumber_Into(loo, t.AttrRows[int(i)*k:(int(i)+1)*k], float32(n))
+				vek32.Sub_Inplace(loo, row)
+				vek32.MulNumber_Inplace(loo, w/(float32(n-1)*sums[gi]))
+				vek32.Add_Inplace(means[int(gi)*k:(int(gi)+1)*k], loo)
+			}
+		}
+		for i := range g {
+			mi := means[i*k : (i+1)*k]
+			b[i] += float64(vek32.Dot(mi, row))
+			for j := range g {
+				a[i*g+j] += float64(vek32.Dot(mi, means[j*k:(j+1)*k]))
+			}
+		}
+	}
+	return nnls(a, b, g)
+}
+
+// nnls solves min ||Xw - y||² subject to w >= 0 from the normal equations
+// a = XᵀX [n, n] and b = Xᵀy, with a ridge of 1e-6 of a's mean diagonal,
+// by an active set: the least squares over the free variables, the most
+// negative of them fixed at zero, until none is negative.
+func nnls(a, b []float64, n int) []float32 {
+	ridge := 0.0
+	for i := range n {
+		ridge += a[i*n+i]
+	}
+	ridge = 1e-6*ridge/float64(n) + 1e-12
+	free := make([]bool, n)
+	for i := range free {
+		free[i] = a[i*n+i] > 0
+	}
+	out := make([]float32, n)
+	for {
+		var idx []int
+		for i, f := range free {
+			if f {
+				idx = append(idx, i)
+			}
+		}
+		clear(out)
+		if len(idx) == 0 {
+			return out
+		}
+		m := mat.NewSymDense(len(idx), nil)
+		v := mat.NewVecDense(len(idx), nil)
+		for p, i := range idx {
+			v.SetVec(p, b[i])
+			for q, j := range idx {
+				m.SetSym(p, q, a[i*n+j])
+			}
+			m.SetSym(p, p, a[i*n+i]+ridge)
+		}
+		var ch mat.Cholesky
+		var w mat.VecDense
+		if !ch.Factorize(m) || ch.SolveVecTo(&w, v) != nil {
+			return out
+		}
+		worst, at := 0.0, -1
+		for p, i := range idx {
+			if x := w.AtVec(p); x < worst {
+				worst, at = x, i
+			}
+			out[i] = float32(max(w.AtVec(p), 0))
+		}
+		if at < 0 {
+			return out
+		}
+		free[at] = false
+	}
 }
 
 // rowSums sums rows of K floats by key, counting them (fitAttr,
@@ -327,7 +518,7 @@ type spectralEntry struct {
 // compared, read in the same coordinates); otherwise each factor's largest
 // entry is made positive. Deterministic for the same edges and seed.
 func fitSpectral(ctx gocontext.Context, store *graph.Store, sm *graph.Sampler, fit spectralFit, asOf int64, seed uint64, prev *spectralTable,
-	content func(ad graph.NodeID) []int32, keys func(ad graph.NodeID) []uint64) (*spectralTable, error) {
+	content func(ad graph.NodeID) []int32, keys func(ad graph.NodeID) []adKey) (*spectralTable, error) {
 	k, alpha := fit.k, fit.content
 	nUsers, nAds := store.NumNodes(graph.NodeUser), store.NumNodes(graph.NodeAd)
 	userRow, adRow := make([]int32, nUsers), make([]int32, nAds)
@@ -524,7 +715,7 @@ func fitSpectral(ctx gocontext.Context, store *graph.Store, sm *graph.Sampler, f
 	}
 	t.scaleContentRows()
 	if keys != nil {
-		t.fitAttr(adIdx, engaged, func(ad uint32) []uint64 { return keys(graph.NodeID{Type: graph.NodeAd, Idx: ad}) })
+		t.fitAttr(adIdx, engaged, func(ad uint32) []adKey { return keys(graph.NodeID{Type: graph.NodeAd, Idx: ad}) })
 	}
 	if content != nil && fit.minProfile > 0 {
 		t.fitProfile(ents, userIdx, func(u uint32) []int32 { return content(graph.NodeID{Type: graph.NodeUser, Idx: u}) }, fit.minProfile, fit.profileDays, asOf)
@@ -672,7 +863,10 @@ func readSpectral(path string, k, dim int) (*spectralTable, error) {
 		(len(t.Content) != 0 && len(t.Content) != len(t.IDs)) ||
 		len(t.ProfileRows) != len(t.Profile)*k || slices.ContainsFunc(t.ProfileRows, bad) ||
 		len(t.AttrRows) != len(t.Attr)*k || len(t.AttrN) != len(t.Attr) || slices.ContainsFunc(t.AttrRows, bad) ||
-		slices.ContainsFunc(t.AttrN, func(n int32) bool { return n <= 0 }) {
+		slices.ContainsFunc(t.AttrN, func(n int32) bool { return n <= 0 }) ||
+		(t.GroupW != nil && (len(t.GroupW) != len(t.Groups) || len(t.AttrGroup) != len(t.Attr) ||
+			slices.ContainsFunc(t.GroupW, func(w float32) bool { return bad(w) || w < 0 }) ||
+			slices.ContainsFunc(t.AttrGroup, func(g int32) bool { return g < 0 || int(g) >= len(t.Groups) }))) {
 		return nil, fmt.Errorf("read %s: %w: %d factors of %d ads, want %d", path, ErrCorrupt, t.K, len(t.IDs), k)
 	}
 	if (t.PredDim != 0 && t.PredDim != dim) || len(t.Pred) != t.PredDim*k || slices.ContainsFunc(t.Pred, bad) {
@@ -809,7 +1003,7 @@ func (m *Model) Refit(ctx gocontext.Context, store *graph.Store, asOf int64) (*M
 		return nil, err
 	}
 	sm := graph.NewSampler(store, m.cfg.Train.Sampler)
-	spec, err := fitSpectral(ctx, store, sm, cfg.spectralFit(), asOf, seed, nil, feat.contentBuckets(store), adKeys(store))
+	spec, err := fitSpectral(ctx, store, sm, cfg.spectralFit(), asOf, seed, nil, feat.contentBuckets(store), feat.adKeysOf(store))
 	if err != nil {
 		return nil, fmt.Errorf("refit spectral factors: %w", err)
 	}

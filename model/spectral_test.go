@@ -215,6 +215,7 @@ func TestSpectralFile(t *testing.T) {
 	a.Content[len(a.IDs)-1] = true
 	a.Profile, a.ProfileRows = []int32{3, 70}, []float32{1, 0, 0, 0, 0, 0.5, 0.5, 0}
 	a.Attr, a.AttrRows, a.AttrN = []uint64{5, 1 << 60}, []float32{0, 1, 0, 0, 0.5, 0, 0.5, 0}, []int32{3, 1}
+	a.Groups, a.AttrGroup, a.GroupW = []string{textGroup, "campaign"}, []int32{1, 0}, []float32{0.25, 0.75}
 	dir := t.TempDir()
 	path := filepath.Join(dir, FileSpectral)
 	if err := writeSpectral(path, a); err != nil {
@@ -227,7 +228,8 @@ func TestSpectralFile(t *testing.T) {
 	if !slices.Equal(a.IDs, b.IDs) || !slices.Equal(a.Rows, b.Rows) || !slices.Equal(a.Fold, b.Fold) || b.row(a.IDs[3]) != 3 ||
 		!slices.Equal(a.Pred, b.Pred) || b.PredDim != 2 || !slices.Equal(a.Content, b.Content) ||
 		!slices.Equal(a.Profile, b.Profile) || !slices.Equal(a.ProfileRows, b.ProfileRows) || b.profile[70] != 1 ||
-		!slices.Equal(a.Attr, b.Attr) || !slices.Equal(a.AttrRows, b.AttrRows) || !slices.Equal(a.AttrN, b.AttrN) || b.attr[1<<60] != 1 {
+		!slices.Equal(a.Attr, b.Attr) || !slices.Equal(a.AttrRows, b.AttrRows) || !slices.Equal(a.AttrN, b.AttrN) || b.attr[1<<60] != 1 ||
+		!slices.Equal(a.Groups, b.Groups) || !slices.Equal(a.AttrGroup, b.AttrGroup) || !slices.Equal(a.GroupW, b.GroupW) {
 		t.Error("table read back differs")
 	}
 	short := *a
@@ -273,6 +275,12 @@ func TestSpectralFile(t *testing.T) {
 	}
 	attrRowsRaw := corrupt("attr rows", func(c *spectralTable) { c.AttrRows = c.AttrRows[1:] })
 	attrNRaw := corrupt("attr counts", func(c *spectralTable) { c.AttrN = []int32{3, 0} })
+	groupWRaw := corrupt("group weights", func(c *spectralTable) {
+		c.Groups, c.AttrGroup, c.GroupW = []string{"campaign"}, make([]int32, len(c.Attr)), []float32{-1}
+	})
+	groupRaw := corrupt("groups", func(c *spectralTable) {
+		c.Groups, c.AttrGroup, c.GroupW = []string{"campaign"}, slices.Repeat([]int32{1}, len(c.Attr)), []float32{1}
+	})
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -292,6 +300,8 @@ func TestSpectralFile(t *testing.T) {
 		{"profile rows of another length", profileRaw, 4, 2},
 		{"attribute rows of another length", attrRowsRaw, 4, 2},
 		{"an attribute shared by no ad", attrNRaw, 4, 2},
+		{"a negative group weight", groupWRaw, 4, 2},
+		{"a key of no group", groupRaw, 4, 2},
 	} {
 		p := filepath.Join(dir, tc.name)
 		if err := os.WriteFile(p, tc.data, 0o644); err != nil {
@@ -303,6 +313,19 @@ func TestSpectralFile(t *testing.T) {
 	}
 }
 
+// fitKeyed fits k factors on w's engagement, each ad's keys (attribute
+// rows) given by keyOf.
+func fitKeyed(t *testing.T, w *synthWorld, k int, keyOf map[graph.NodeID][]adKey) *spectralTable {
+	t.Helper()
+	sm := graph.NewSampler(w.store, graph.SamplerOptions{})
+	tbl, err := fitSpectral(gocontext.Background(), w.store, sm, testFit(k), w.store.MaxTS(), 1, nil, nil,
+		func(id graph.NodeID) []adKey { return keyOf[id] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tbl
+}
+
 // TestAttrRows checks the attribute rows of the spectral fit: every
 // attribute value of the engaged ads gets the mean of their rows, and an
 // ad without a row of its own folds in its values' rows weighted by their
@@ -310,26 +333,21 @@ func TestSpectralFile(t *testing.T) {
 // engaged rows' median length, at the new-ad scale.
 func TestAttrRows(t *testing.T) {
 	w := newSynthWorld(t, 80, 60, 4, 12, 1)
-	keyOf := map[graph.NodeID][]uint64{}
+	keyOf := map[graph.NodeID][]adKey{}
 	for i, id := range w.ads { // three campaigns per interest; one format for every ad
 		keyOf[id] = attrKeys(map[string]string{"campaign": fmt.Sprintf("c%d-%d", w.adTopic[i], i%3), "format": "video"})
 	}
-	sm := graph.NewSampler(w.store, graph.SamplerOptions{})
 	const k = 4
-	tbl, err := fitSpectral(gocontext.Background(), w.store, sm, testFit(k), w.store.MaxTS(), 1, nil, nil,
-		func(id graph.NodeID) []uint64 { return keyOf[id] })
-	if err != nil {
-		t.Fatal(err)
-	}
+	tbl := fitKeyed(t, w, k, keyOf)
 	if len(tbl.Attr) != 13 || len(tbl.AttrRows) != 13*k || len(tbl.AttrN) != 13 || !slices.IsSorted(tbl.Attr) {
 		t.Fatalf("%d attribute rows (%d values, %d counts), want 12 campaigns and one format, sorted", len(tbl.Attr), len(tbl.AttrRows), len(tbl.AttrN))
 	}
-	format := attrKeys(map[string]string{"format": "video"})[0]
+	format := attrKeys(map[string]string{"format": "video"})[0].key
 	if n := tbl.AttrN[tbl.attr[format]]; int(n) != len(tbl.IDs) {
 		t.Errorf("the format every ad has counts %d ads, want the %d engaged", n, len(tbl.IDs))
 	}
 	// A campaign's row is the mean of its ads' rows.
-	camp := attrKeys(map[string]string{"campaign": "c1-2"})[0]
+	camp := attrKeys(map[string]string{"campaign": "c1-2"})[0].key
 	want := make([]float32, k)
 	n := 0
 	for i, id := range w.ads {
@@ -356,14 +374,21 @@ func TestAttrRows(t *testing.T) {
 	if ms, md := meanOf(same), meanOf(diff); !(ms > md+0.2) {
 		t.Errorf("mean cosine of an ad's attribute factors with its interest's rows %.3f, with the others' %.3f", ms, md)
 	}
-	// Rarity weighs: the campaign's 1/n against the format's 1/len(IDs).
+	// The groups: campaign and format, the campaign's rows the better
+	// predictor of an ad's row (the format's is the mean of every ad).
+	if !slices.Equal(tbl.Groups, []string{"campaign", "format"}) || tbl.AttrGroup[r] != 0 || tbl.AttrGroup[tbl.attr[format]] != 1 {
+		t.Fatalf("groups %q, campaign's %d, format's %d; want campaign (0) and format (1)", tbl.Groups, tbl.AttrGroup[r], tbl.AttrGroup[tbl.attr[format]])
+	}
+	if !(tbl.GroupW[0] > 0.5 && tbl.GroupW[0] > 2*tbl.GroupW[1]) {
+		t.Errorf("group weights %v, want the campaign's above 0.5 and above twice the format's", tbl.GroupW)
+	}
+	// The fold sums each group's row times its weight.
 	fc, ff := tbl.AttrRows[int(r)*k:(int(r)+1)*k], tbl.AttrRows[int(tbl.attr[format])*k:int(tbl.attr[format]+1)*k]
-	wc, wf := 1/float32(n), 1/float32(len(tbl.IDs))
 	mixed := make([]float32, k)
 	for j := range k {
-		mixed[j] = (wc*fc[j] + wf*ff[j]) / (wc + wf)
+		mixed[j] = tbl.GroupW[0]*fc[j] + tbl.GroupW[1]*ff[j]
 	}
-	both := []uint64{camp, format}
+	both := []adKey{{key: camp}, {key: format}}
 	got := make([]float32, k)
 	plain := tbl.withNewAdScale(1)
 	plain.typical = 0 // no median length to reach
@@ -385,8 +410,58 @@ func TestAttrRows(t *testing.T) {
 		t.Errorf("below the median length: fold of norm %v, cosine %v with the mean; want twice the median %v, the same direction",
 			n, cosine32(got, mixed), long.typical)
 	}
-	if tbl.attrFold(got, []uint64{12345}) || !slices.Equal(got, make([]float32, k)) {
+	// A table written without groups weighs each key by the inverse of its
+	// count: the campaign's 1/n against the format's 1/len(IDs).
+	old := plain.withNewAdScale(1)
+	old.Groups, old.AttrGroup, old.GroupW = nil, nil, nil
+	wc, wf := 1/float32(n), 1/float32(len(tbl.IDs))
+	for j := range k {
+		mixed[j] = (wc*fc[j] + wf*ff[j]) / (wc + wf)
+	}
+	old.attrFold(got, both)
+	if !closeSlices(got, mixed, 1e-6) {
+		t.Errorf("fold without groups = %v, want %v", got, mixed)
+	}
+	if tbl.attrFold(got, []adKey{{key: 12345}}) || !slices.Equal(got, make([]float32, k)) {
 		t.Errorf("an unknown value folded to %v, want nothing", got)
+	}
+}
+
+// TestAttrRowsRareNoise checks that a new ad's fold follows the attribute
+// that predicts where an ad's users are, not a rarer one shared by chance:
+// every ad has a campaign of its interest and a release date it shares
+// with one ad of another interest. Weighted by rarity alone, the date (2
+// ads) outweighs the campaign (about 7) and the fold points at the other
+// interest; the fitted group weights give the date little of it.
+func TestAttrRowsRareNoise(t *testing.T) {
+	w := newSynthWorld(t, 80, 60, 4, 12, 1)
+	keyOf := map[graph.NodeID][]adKey{}
+	for i, id := range w.ads {
+		// Ads 2m and 2m+1 (interests 0 and 1, or 2 and 3: adTopic is
+		// i % 4) share a date.
+		keyOf[id] = attrKeys(map[string]string{"campaign": fmt.Sprintf("c%d-%d", w.adTopic[i], i%2), "date": fmt.Sprint(i / 2)})
+	}
+	const k = 4
+	tbl := fitKeyed(t, w, k, keyOf)
+	date := slices.Index(tbl.Groups, "date")
+	if camp := slices.Index(tbl.Groups, "campaign"); !(tbl.GroupW[camp] > 4*tbl.GroupW[date]) {
+		t.Errorf("group weights %v of %q, want the campaign's above four times the date's", tbl.GroupW, tbl.Groups)
+	}
+	topic := adTopics(w)
+	var same, diff []float64
+	for i := range w.ads {
+		// A new creative of ad i's campaign, released on the date of the
+		// next pair, whose two ads are of the two other interests.
+		keys := attrKeys(map[string]string{"campaign": fmt.Sprintf("c%d-%d", w.adTopic[i], i%2), "date": fmt.Sprint((i/2 + 1) % (len(w.ads) / 2))})
+		f := make([]float32, k)
+		if !tbl.attrFold(f, keys) {
+			t.Fatalf("ad %d: no attribute factors", i)
+		}
+		s, d := topicCosines(tbl, f, topic, w.adTopic[i], "")
+		same, diff = append(same, s...), append(diff, d...)
+	}
+	if ms, md := meanOf(same), meanOf(diff); !(ms > md+0.2) {
+		t.Errorf("mean cosine of a new ad's factors with its interest's rows %.3f, with the others' %.3f", ms, md)
 	}
 }
 
@@ -593,10 +668,10 @@ func TestSpectralPredictor(t *testing.T) {
 	topic := adTopics(w)
 	E := tbl.PredDim
 	weight := float32(cfg.Model.WithDefaults().SpectralWeight)
-	// Each ad embedded as of before any engagement, with the attribute row
-	// of its format, the one value it has (at least at the engaged rows'
-	// median length), at the new-ad scale; the
-	// encoder's part does not depend on it.
+	// Each ad embedded as of before any engagement, with the fold of the
+	// rows of its format and its words (at least at the engaged rows'
+	// median length), at the new-ad scale; the encoder's part does not
+	// depend on it.
 	embs, err := m.Embed(gocontext.Background(), w.store, w.ads, w.store.MinTS()-1)
 	if err != nil {
 		t.Fatal(err)
@@ -610,10 +685,13 @@ func TestSpectralPredictor(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, e := range embs {
-		r := tbl.attr[attrKeys(w.store.Entity(w.ads[i]).Attrs)[0]]
-		want := slices.Clone(tbl.AttrRows[int(r)*4 : (int(r)+1)*4])
-		if n := vek32.Norm(want); n < tbl.typical {
-			vek32.MulNumber_Inplace(want, tbl.typical/n) // at least the engaged rows' median length
+		keys := m.feat.adKeys(w.store.Entity(w.ads[i]))
+		if len(keys) < 2 || keys[0].group != "format" || keys[1].group != textGroup {
+			t.Fatalf("new ad %d: keys %v, want its format, then its words", i, keys)
+		}
+		want := make([]float32, 4)
+		if !tbl.attrFold(want, keys) {
+			t.Fatalf("new ad %d: no fold", i)
 		}
 		vek32.MulNumber_Inplace(want, weight)
 		if !closeSlices(e[E:], want, 1e-6) || !slices.Equal(embs2[i][:E], e[:E]) {

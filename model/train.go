@@ -223,7 +223,7 @@ func Train(ctx gocontext.Context, store *graph.Store, cfg TrainConfig, dataDir s
 	if cfg.Model.Spectral > 0 {
 		t0 := time.Now()
 		if spec, err = fitSpectral(ctx, store, tr.sampler, cfg.Model.spectralFit(), store.MaxTS(), cfg.Seed, prevSpec,
-			tr.feat.contentBuckets(store), adKeys(store)); err != nil {
+			tr.feat.contentBuckets(store), tr.feat.adKeysOf(store)); err != nil {
 			return nil, err
 		}
 		specSeconds = time.Since(t0).Seconds()

@@ -217,6 +217,8 @@ func TestCalibrationPointString(t *testing.T) {
 		{CalibrationPoint{NewAdScale: 2, Recall: 0.0135, NDCG: 0.0085}, "new_ad_scale=2 prior_weight=0 recall=0.0135 ndcg=0.0085"},
 		{CalibrationPoint{Popularity: &half, Recall: 0.02364, NDCG: 0.01172}, "new_ad_scale=0 popularity_weight=0.5 prior_weight=0 recall=0.0236 ndcg=0.0117"},
 		{CalibrationPoint{PriorWeight: 0.125, Recall: 0.0439, NDCG: 0.0198}, "new_ad_scale=0 prior_weight=0.125 recall=0.0439 ndcg=0.0198"},
+		{CalibrationPoint{PriorWeight: 1, Recall: 0.2, NDCG: 0.1, ColdRecall: 0.25, ColdUsers: 4, Score: 0.55, Low: 0.5, High: 0.6, DiffLow: -0.01, DiffHigh: 0.02},
+			"new_ad_scale=0 prior_weight=1 recall=0.2000 ndcg=0.1000 cold_recall=0.2500 (4 users) score=0.5500 [0.5000, 0.6000] diff [-0.0100, +0.0200]"},
 	} {
 		if got := fmt.Sprintf("%v", []CalibrationPoint{tc.p}); got != "["+tc.want+"]" {
 			t.Errorf("got %s, want [%s]", got, tc.want)

@@ -136,14 +136,21 @@ var ErrNotCalibrated = errors.New("not calibrated")
 // after the cut are new ads there), a generation built and published on it
 // with o.Rank for every candidate scale, then retrievals for up to o.Users
 // users with positive engagements at or after the cut (as of the cut, seen
-// ads excluded, the ads they had engaged with before not counted), scored
-// by mean recall@K plus NDCG@K of those engagements: each scale's with the
-// counting terms off, then on the best scale's generation each weight of
-// the users' popularity coordinate (Engine.PopularityWeight) with the
-// counting terms off, then every prior weight's at the best of those. Both depend on the data: on MovieLens popularity predicts
-// much of what a user watches next, in a catalogue of planted interests
-// almost nothing, and there new ads draw much of the engagement
-// (docs/evaluation.md).
+// ads excluded, the ads they had engaged with before not counted). Each
+// candidate's criterion is the mean recall@K plus NDCG@K of those
+// engagements plus the mean recall@K of the new ads among them (ads
+// without engagement before the cut) over the users who engaged with one:
+// each scale's with the counting terms off, then on the chosen scale's
+// generation each weight of the users' popularity coordinate
+// (Engine.PopularityWeight) with the counting terms off, then every prior
+// weight's at the chosen one. Each choice keeps the default (scale 1,
+// popularity weight 1, rank.DefaultPriorWeight) unless the best
+// candidate's gain over it lies outside the 95% bootstrap interval over
+// the users (choose): a weight changes only on a difference the sample of
+// users does not explain. Both depend on the data: on MovieLens
+// popularity predicts much of what a user watches next, in a catalogue of
+// planted interests almost nothing, and there new ads draw much of the
+// engagement (docs/evaluation.md).
 func Calibrate(ctx context.Context, m *model.Model, store *graph.Store, o CalibrateOptions) (*model.Calibration, error) {
 	start := time.Now()
 	o.applyDefaults()
@@ -171,6 +178,8 @@ func Calibrate(ctx context.Context, m *model.Model, store *graph.Store, o Calibr
 		return nil, fmt.Errorf("calibrate: %w", err)
 	}
 	c := &model.Calibration{CoEngagementWeight: o.CoEngagement, Cut: o.Cut, Users: len(users), K: o.K}
+	cold := newAds(past, held)
+	boots := bootstrap(len(users), calibrateResamples, o.Seed)
 	var eng *Engine
 	defer func() {
 		if eng != nil {
@@ -178,30 +187,34 @@ func Calibrate(ctx context.Context, m *model.Model, store *graph.Store, o Calibr
 		}
 	}()
 	if refit.NewAdScale() > 0 && len(o.NewAdScales) > 0 {
-		best := math.Inf(-1)
+		var engines []*Engine
+		var scores []userScores
 		for _, scale := range o.NewAdScales {
 			ms, err := refit.WithNewAdScale(scale)
+			if err == nil {
+				var e *Engine
+				if e, err = calibrationEngine(ctx, ms, past, asOf, o); err == nil {
+					engines = append(engines, e)
+					var us userScores
+					us, err = calibrationScore(ctx, e, past, asOf, users, held, cold, rank.Weights{}, nil, o)
+					scores = append(scores, us)
+				}
+			}
 			if err != nil {
+				for _, e := range engines {
+					e.Close()
+				}
 				return nil, fmt.Errorf("calibrate: %w", err)
 			}
-			e, err := calibrationEngine(ctx, ms, past, asOf, o)
-			if err != nil {
-				return nil, err
-			}
-			p, err := calibrationScore(ctx, e, past, asOf, users, held, rank.Weights{}, nil, o)
-			if err != nil {
-				e.Close()
-				return nil, err
-			}
-			p.NewAdScale = scale
+		}
+		best, points := choose(scores, slices.Index(o.NewAdScales, 1), boots)
+		for i, p := range points {
+			p.NewAdScale = o.NewAdScales[i]
 			c.NewAdPoints = append(c.NewAdPoints, p)
-			if s := p.Recall + p.NDCG; s > best {
-				best, c.NewAdScale = s, scale
-				if eng != nil {
-					eng.Close()
-				}
-				eng = e
-			} else {
+		}
+		c.NewAdScale, eng = o.NewAdScales[best], engines[best]
+		for i, e := range engines {
+			if i != best {
 				e.Close()
 			}
 		}
@@ -209,30 +222,35 @@ func Calibrate(ctx context.Context, m *model.Model, store *graph.Store, o Calibr
 		return nil, err
 	}
 	if refit.PopularityAxis() >= 0 && len(o.PopularityWeights) > 0 {
-		best := math.Inf(-1)
+		var scores []userScores
 		for _, w := range o.PopularityWeights {
-			p, err := calibrationScore(ctx, eng, past, asOf, users, held, rank.Weights{}, &w, o)
+			us, err := calibrationScore(ctx, eng, past, asOf, users, held, cold, rank.Weights{}, &w, o)
 			if err != nil {
 				return nil, err
 			}
-			c.PopularityPoints = append(c.PopularityPoints, p)
-			if s := p.Recall + p.NDCG; s > best {
-				best, c.PopularityWeight = s, p.Popularity
-			}
+			scores = append(scores, us)
 		}
+		best, points := choose(scores, slices.Index(o.PopularityWeights, 1), boots)
+		for i, p := range points {
+			p.Popularity = &o.PopularityWeights[i]
+			c.PopularityPoints = append(c.PopularityPoints, p)
+		}
+		c.PopularityWeight = &o.PopularityWeights[best]
 	}
-	best := math.Inf(-1)
+	var scores []userScores
 	for _, pw := range o.PriorWeights {
-		p, err := calibrationScore(ctx, eng, past, asOf, users, held, rank.Weights{Prior: pw, CoEngagement: o.CoEngagement}, c.PopularityWeight, o)
+		us, err := calibrationScore(ctx, eng, past, asOf, users, held, cold, rank.Weights{Prior: pw, CoEngagement: o.CoEngagement}, c.PopularityWeight, o)
 		if err != nil {
 			return nil, err
 		}
-		p.Popularity = nil // the chosen one, Calibration.PopularityWeight
-		c.Points = append(c.Points, p)
-		if s := p.Recall + p.NDCG; s > best {
-			best, c.PriorWeight = s, pw
-		}
+		scores = append(scores, us)
 	}
+	best, points := choose(scores, slices.Index(o.PriorWeights, rank.DefaultPriorWeight), boots)
+	for i, p := range points {
+		p.PriorWeight = o.PriorWeights[i] // the popularity weight is the chosen one, Calibration.PopularityWeight
+		c.Points = append(c.Points, p)
+	}
+	c.PriorWeight = o.PriorWeights[best]
 	popularity := float32(1)
 	if c.PopularityWeight != nil {
 		popularity = *c.PopularityWeight
@@ -261,27 +279,162 @@ func calibrationEngine(ctx context.Context, m *model.Model, past *graph.Store, a
 	return eng, nil
 }
 
-// calibrationScore returns the mean recall@K and NDCG@K of eng's
-// retrievals at weights w and popularity weight pop (nil: the
-// generation's) for users, their held-out ads the relevant ones
-// (PriorWeight and Popularity set from w and pop).
+// userScores are one candidate's scores, by user: recall@K, NDCG@K, and
+// the recall@K of the user's new ads (NaN where it engaged with none).
+type userScores struct {
+	recall, ndcg, cold []float64
+}
+
+// calibrationScore returns the scores of eng's retrievals at weights w
+// and popularity weight pop (nil: the generation's) for users, their
+// held-out ads the relevant ones and those in cold the new ones.
 func calibrationScore(ctx context.Context, eng *Engine, past *graph.Store, asOf int64, users []uint32,
-	held map[uint32]map[uint32]bool, w rank.Weights, pop *float32, o CalibrateOptions) (model.CalibrationPoint, error) {
-	p := model.CalibrationPoint{PriorWeight: w.Prior, Popularity: pop}
-	for _, u := range users {
+	held map[uint32]map[uint32]bool, cold map[uint32]bool, w rank.Weights, pop *float32, o CalibrateOptions) (userScores, error) {
+	s := userScores{recall: make([]float64, len(users)), ndcg: make([]float64, len(users)), cold: make([]float64, len(users))}
+	for i, u := range users {
 		ref := past.Ref(graph.NodeID{Type: graph.NodeUser, Idx: u})
 		res, err := eng.Retrieve(ctx, Request{User: &ref, K: o.K, ExcludeSeen: true, AsOf: asOf, Popularity: pop,
 			Weights: WeightOverrides{Prior: &w.Prior, CoEngagement: &w.CoEngagement, NewAdShare: &w.NewAdShare}})
 		if err != nil {
-			return p, fmt.Errorf("calibrate: %w", err)
+			return s, fmt.Errorf("calibrate: %w", err)
 		}
-		r, n := rankingScores(res.Candidates, held[u], o.K)
-		p.Recall += r
-		p.NDCG += n
+		s.recall[i], s.ndcg[i] = rankingScores(res.Candidates, held[u], o.K)
+		s.cold[i] = math.NaN()
+		newHeld := map[uint32]bool{}
+		for ad := range held[u] {
+			if cold[ad] {
+				newHeld[ad] = true
+			}
+		}
+		if len(newHeld) > 0 {
+			s.cold[i], _ = rankingScores(res.Candidates, newHeld, o.K)
+		}
 	}
-	p.Recall /= float64(len(users))
-	p.NDCG /= float64(len(users))
-	return p, nil
+	return s, nil
+}
+
+// newAds returns the held-out ads without a user's engagement or
+// impression in past: the new ads of the calibration window.
+func newAds(past *graph.Store, held map[uint32]map[uint32]bool) map[uint32]bool {
+	out := map[uint32]bool{}
+	for _, ads := range held {
+		for ad := range ads {
+			if _, ok := out[ad]; ok {
+				continue
+			}
+			engaged := false
+			past.Neighbors(graph.NodeID{Type: graph.NodeAd, Idx: ad}, math.MaxInt64, func(e graph.Edge) bool {
+				engaged = e.Nbr.Type == graph.NodeUser
+				return !engaged
+			})
+			out[ad] = !engaged
+		}
+	}
+	return out
+}
+
+// calibrateResamples is the number of bootstrap resamples of the users.
+const calibrateResamples = 1000
+
+// bootstrap returns resamples of n users' indices, drawn with
+// replacement (seeded).
+func bootstrap(n, resamples int, seed uint64) [][]int {
+	rng := rand.New(rand.NewPCG(seed, 0xb007))
+	out := make([][]int, resamples)
+	for r := range out {
+		out[r] = make([]int, n)
+		for i := range out[r] {
+			out[r][i] = rng.IntN(n)
+		}
+	}
+	return out
+}
+
+// criterion returns s's criterion over the users of idx: mean recall plus
+// mean NDCG plus the mean new-ad recall of those of them with new ads
+// (none: 0).
+func (s userScores) criterion(idx []int) float64 {
+	var sum, cold float64
+	var n int
+	for _, i := range idx {
+		sum += s.recall[i] + s.ndcg[i]
+		if !math.IsNaN(s.cold[i]) {
+			cold += s.cold[i]
+			n++
+		}
+	}
+	out := sum / float64(len(idx))
+	if n > 0 {
+		out += cold / float64(n)
+	}
+	return out
+}
+
+// choose returns the candidate to keep and every candidate's point: the
+// best by the criterion, unless def (the default candidate; -1: none) is
+// within its bootstrap interval, the 95% interval over boots of the
+// difference between the two not above zero: a weight changes from its
+// default only on a difference the users' sample does not explain.
+func choose(scores []userScores, def int, boots [][]int) (int, []model.CalibrationPoint) {
+	all := make([]int, len(scores[0].recall))
+	for i := range all {
+		all[i] = i
+	}
+	points := make([]model.CalibrationPoint, len(scores))
+	crit := make([][]float64, len(scores)) // by candidate, by resample
+	for c, s := range scores {
+		p := &points[c]
+		p.Score = s.criterion(all)
+		for i := range all {
+			p.Recall += s.recall[i]
+			p.NDCG += s.ndcg[i]
+			if !math.IsNaN(s.cold[i]) {
+				p.ColdRecall += s.cold[i]
+				p.ColdUsers++
+			}
+		}
+		p.Recall /= float64(len(all))
+		p.NDCG /= float64(len(all))
+		if p.ColdUsers > 0 {
+			p.ColdRecall /= float64(p.ColdUsers)
+		}
+		crit[c] = make([]float64, len(boots))
+		for r, idx := range boots {
+			crit[c][r] = s.criterion(idx)
+		}
+		p.Low, p.High = interval(slices.Clone(crit[c]))
+	}
+	best := 0
+	for c := range points {
+		if points[c].Score > points[best].Score {
+			best = c
+		}
+	}
+	if def < 0 {
+		return best, points
+	}
+	diff := make([]float64, len(boots))
+	for c := range points {
+		if c == def {
+			continue
+		}
+		for r := range boots {
+			diff[r] = crit[c][r] - crit[def][r]
+		}
+		points[c].DiffLow, points[c].DiffHigh = interval(diff)
+	}
+	if points[best].DiffLow <= 0 {
+		best = def
+	}
+	return best, points
+}
+
+// interval returns the 2.5th and 97.5th percentiles of v (sorted in
+// place).
+func interval(v []float64) (lo, hi float64) {
+	slices.Sort(v)
+	at := func(q float64) float64 { return v[min(len(v)-1, int(q*float64(len(v))))] }
+	return at(0.025), at(0.975)
 }
 
 // recentCut returns the time of the first of the latest share of store's

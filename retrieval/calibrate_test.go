@@ -312,3 +312,67 @@ func mustLoad(t *testing.T, dir string) *model.Model {
 	}
 	return m
 }
+
+// TestChoose checks the calibration's choice among candidates: the best by
+// recall + NDCG + new-ad recall, unless the default is within the
+// bootstrap interval of the difference.
+func TestChoose(t *testing.T) {
+	const n = 200
+	// scores builds per-user scores: recall r(i), NDCG 0, new-ad recall
+	// cold(i) for every fourth user (NaN elsewhere).
+	scores := func(r, cold func(i int) float64) userScores {
+		s := userScores{recall: make([]float64, n), ndcg: make([]float64, n), cold: make([]float64, n)}
+		for i := range n {
+			s.recall[i], s.cold[i] = r(i), math.NaN()
+			if i%4 == 0 {
+				s.cold[i] = cold(i)
+			}
+		}
+		return s
+	}
+	zero := func(int) float64 { return 0 }
+	half := func(int) float64 { return 0.5 }
+	// noisy(0) and noisy(0.01) are 0.5 and 0.51 on average, and differ by
+	// -1, 0 or 1 by user: a mean gain of 0.01 well inside the users'
+	// sampling error.
+	noisy := func(shift float64) func(int) float64 {
+		if shift == 0 {
+			return func(i int) float64 { return float64(i % 2) }
+		}
+		return func(i int) float64 { return float64(i/2%2) + shift }
+	}
+	boots := bootstrap(n, calibrateResamples, 1)
+	for _, tc := range []struct {
+		name   string
+		scores []userScores
+		def    int
+		want   int
+	}{
+		{"a clear gain leaves the default", []userScores{scores(half, zero), scores(func(int) float64 { return 0.7 }, zero)}, 0, 1},
+		{"a gain within the noise keeps the default", []userScores{scores(noisy(0), zero), scores(noisy(0.01), zero)}, 0, 0},
+		{"without a default, the best", []userScores{scores(noisy(0), zero), scores(noisy(0.01), zero)}, -1, 1},
+		{"new ads count", []userScores{scores(half, zero), scores(half, func(int) float64 { return 0.8 })}, 0, 1},
+		{"the default when it is best", []userScores{scores(half, zero), scores(zero, zero)}, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, points := choose(tc.scores, tc.def, boots)
+			if got != tc.want {
+				t.Errorf("chose %d, want %d; points %v", got, tc.want, points)
+			}
+			for c, p := range points {
+				if !(p.Low <= p.Score && p.Score <= p.High) {
+					t.Errorf("candidate %d: score %v outside its interval [%v, %v]", c, p.Score, p.Low, p.High)
+				}
+				if p.ColdUsers != n/4 {
+					t.Errorf("candidate %d: %d users with new ads, want %d", c, p.ColdUsers, n/4)
+				}
+				if want := p.Recall + p.NDCG + p.ColdRecall; math.Abs(p.Score-want) > 1e-12 {
+					t.Errorf("candidate %d: score %v, want recall + NDCG + new-ad recall %v", c, p.Score, want)
+				}
+				if c == tc.def && (p.DiffLow != 0 || p.DiffHigh != 0) {
+					t.Errorf("the default's difference interval [%v, %v], want zero", p.DiffLow, p.DiffHigh)
+				}
+			}
+		})
+	}
+}

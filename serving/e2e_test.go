@@ -638,12 +638,14 @@ func TestEndToEnd(t *testing.T) {
 	})
 
 	t.Run("a new creative reaches the users of its campaign", func(t *testing.T) {
-		// Topic 2 (guitars) is camp2's. Launch, with no engagement: a new
-		// creative of camp2, and a new advertiser's first campaign and ad
-		// with guitar words; then ask for every user's top 10.
+		// Topic 2 (guitars) is camp2's, topic 1 (coffee) camp1's. Launch,
+		// with no engagement: a new creative of camp2, and two new
+		// advertisers' first campaigns and ads, one with guitar words and
+		// one with coffee words; then ask for every user's top 10.
 		at := worldT0 + 81*86400000
-		guitar, newAdv := "acoustic guitar strings chord", "guitar amplifier pedal acoustic"
-		ents := []api.Entity{{Type: api.Ad, Id: "creative-new", Text: &guitar}, {Type: api.Ad, Id: "adv-new-ad", Text: &newAdv}}
+		guitar, newAdv, coffee := "acoustic guitar strings chord", "guitar amplifier pedal acoustic", "espresso grinder latte barista"
+		ents := []api.Entity{{Type: api.Ad, Id: "creative-new", Text: &guitar}, {Type: api.Ad, Id: "adv-new-ad", Text: &newAdv},
+			{Type: api.Ad, Id: "adv2-new-ad", Text: &coffee}}
 		if res, err := env.client.PostEntitiesWithResponse(ctx, api.EntitiesRequest{Entities: ents}); err != nil || res.JSON200 == nil {
 			t.Fatalf("post ads: %v", err)
 		}
@@ -651,29 +653,41 @@ func TestEndToEnd(t *testing.T) {
 			apiEvent("l-creative", api.Ad, "creative-new", api.Campaign, "camp2", api.InCampaign, at),
 			apiEvent("l-camp-new", api.Campaign, "camp-new", api.Advertiser, "adv-new", api.OfAdvertiser, at),
 			apiEvent("l-adv-new-ad", api.Ad, "adv-new-ad", api.Campaign, "camp-new", api.InCampaign, at),
+			apiEvent("l-camp-new2", api.Campaign, "camp-new2", api.Advertiser, "adv-new2", api.OfAdvertiser, at),
+			apiEvent("l-adv2-new-ad", api.Ad, "adv2-new-ad", api.Campaign, "camp-new2", api.InCampaign, at),
 		}
 		if res, err := env.client.PostEventsWithResponse(ctx, api.EventsRequest{Events: evs}); err != nil || res.JSON200 == nil {
 			t.Fatalf("post launch edges: %v", err)
+		}
+		newAds := []string{"creative-new", "adv-new-ad", "adv2-new-ad"}
+		// retrieve returns user u's candidates' ids.
+		retrieve := func(u, k int, share *float32) []string {
+			t.Helper()
+			res, err := env.client.RetrieveCandidatesWithResponse(ctx, api.RetrieveRequest{User: &api.Ref{Type: api.User, Id: fmt.Sprintf("u%d", u)}, K: ptr(k), NewAdShare: share})
+			if err != nil || res.JSON200 == nil {
+				t.Fatalf("retrieve u%d: %v", u, err)
+			}
+			var ids []string
+			for _, c := range res.JSON200.Candidates {
+				ids = append(ids, c.Id)
+			}
+			return ids
 		}
 		reach := func(share *float32) (map[string][2]int, [2]int) {
 			t.Helper()
 			reached := map[string][2]int{} // ad -> users of topic 2 reached, others reached
 			users := [2]int{}
 			for u := range 24 {
-				res, err := env.client.RetrieveCandidatesWithResponse(ctx, api.RetrieveRequest{User: &api.Ref{Type: api.User, Id: fmt.Sprintf("u%d", u)}, K: ptr(10), NewAdShare: share})
-				if err != nil || res.JSON200 == nil {
-					t.Fatalf("retrieve u%d: %v", u, err)
-				}
 				side := 1
 				if u%w.topics == 2 {
 					side = 0
 				}
 				users[side]++
-				for _, c := range res.JSON200.Candidates {
-					if c.Id == "creative-new" || c.Id == "adv-new-ad" {
-						r := reached[c.Id]
+				for _, id := range retrieve(u, 10, share) {
+					if slices.Contains(newAds, id) {
+						r := reached[id]
 						r[side]++
-						reached[c.Id] = r
+						reached[id] = r
 					}
 				}
 			}
@@ -684,7 +698,7 @@ func TestEndToEnd(t *testing.T) {
 		// among the few new ads of this small world); without, nobody.
 		on, users := reach(ptr(float32(0.1)))
 		off, _ := reach(ptr(float32(0)))
-		for _, ad := range []string{"creative-new", "adv-new-ad"} {
+		for _, ad := range newAds {
 			t.Logf("new_ad_share 0.1: %s reaches %d of %d guitar users, %d of %d others (share 0: %d, %d)",
 				ad, on[ad][0], users[0], on[ad][1], users[1], off[ad][0], off[ad][1])
 		}
@@ -695,6 +709,21 @@ func TestEndToEnd(t *testing.T) {
 		}
 		if off["creative-new"][0] >= r[0] {
 			t.Errorf("the share did not lift the new creative: %d guitar users without, %d with", off["creative-new"][0], r[0])
+		}
+		// The new advertisers' first ads, whose campaigns nobody has
+		// engaged with, are placed by their words: among the new ads of a
+		// guitar user's whole list the guitar one comes before the coffee
+		// one, and the other way round for a coffee user.
+		for u := range 24 {
+			topic := u % w.topics
+			if topic != 1 && topic != 2 {
+				continue
+			}
+			ids := retrieve(u, 60, ptr(float32(0.1)))
+			g, c := slices.Index(ids, "adv-new-ad"), slices.Index(ids, "adv2-new-ad")
+			if g < 0 || c < 0 || (topic == 2) != (g < c) {
+				t.Errorf("u%d (topic %d): the new guitar advertiser's ad at %d, the new coffee advertiser's at %d of %v", u, topic, g, c, ids)
+			}
 		}
 	})
 
@@ -769,10 +798,10 @@ func TestEndToEnd(t *testing.T) {
 			t.Errorf("served %d requests on v1 and %d on %s; want some on each", okV1.Load(), okV2.Load(), v2)
 		}
 		// The ads posted since the first snapshot survive the rebuild (they
-		// are in the graph): ad-new, ad-launch, ad-vintage, creative-new
-		// and adv-new-ad.
-		if n := env.srv.Served().IndexSize(); n != 45 {
-			t.Errorf("index size after rebuild = %d, want 45", n)
+		// are in the graph): ad-new, ad-launch, ad-vintage, creative-new,
+		// adv-new-ad and adv2-new-ad.
+		if n := env.srv.Served().IndexSize(); n != 46 {
+			t.Errorf("index size after rebuild = %d, want 46", n)
 		}
 	})
 
