@@ -64,6 +64,7 @@ func parseEvalFlags(e *env, args []string) (*evalFlags, error) {
 	fs.StringVar(&f.service.APIKey, "service-api-key", "", "bearer API key for the service's writes (default env HIR_API_KEY)")
 	fs.BoolVar(&f.service.NoIngest, "service-no-ingest", false, "the service already holds exactly the training window and serves a model of it: post and train nothing")
 	fs.BoolVar(&f.service.InlineUsers, "service-inline-users", false, "post no user entities: users the training events do not name are unknown to the service (404s are scored empty and counted)")
+	fs.BoolVar(&f.service.NoProfiles, "service-no-profiles", false, "post each user entity with its id alone (no text, no attributes): a client that knows its users only by their events")
 	fs.DurationVar(&f.service.TrainTimeout, "service-train-timeout", defaultServiceTrainTimeout, "how long to wait for the service's training round")
 	if err := parse(fs, args); err != nil {
 		return nil, err

@@ -46,6 +46,9 @@ type serviceOptions struct {
 	// knows it at request time. A 404 would be scored as an empty list and
 	// counted.
 	InlineUsers bool
+	// NoProfiles: post each user entity with its id alone, no text or
+	// attributes, as a client that knows its users only by their events.
+	NoProfiles bool
 	// TrainTimeout bounds the training round Fit waits for (default 30m).
 	TrainTimeout time.Duration
 	// PriorWeight, CoengagementWeight and NewAdShare, when set, are sent
@@ -169,7 +172,7 @@ func (s *serviceMethod) Fit(ctx context.Context, train *eval.TrainView) error {
 // postEntities posts every entity of the catalog, sorted by type and id as
 // the in-process store adds them, then a bare entity for each user and ad
 // the catalog names without one (they exist in the in-process store too).
-// With InlineUsers, no user entity is posted.
+// With InlineUsers, no user entity is posted; with NoProfiles, each bare.
 func (s *serviceMethod) postEntities(ctx context.Context, cat *eval.Catalog) error {
 	refs := make([]graph.Ref, 0, len(cat.Entities))
 	for r := range cat.Entities {
@@ -178,10 +181,14 @@ func (s *serviceMethod) postEntities(ctx context.Context, cat *eval.Catalog) err
 	slices.SortFunc(refs, func(a, b graph.Ref) int { return cmp.Or(cmp.Compare(a.Type, b.Type), cmp.Compare(a.ID, b.ID)) })
 	ents := make([]api.Entity, 0, len(refs))
 	for _, r := range refs {
-		if r.Type == graph.NodeUser && s.opts.InlineUsers {
+		switch {
+		case r.Type == graph.NodeUser && s.opts.InlineUsers:
 			continue
+		case r.Type == graph.NodeUser && s.opts.NoProfiles:
+			ents = append(ents, api.Entity{Type: api.User, Id: r.ID})
+		default:
+			ents = append(ents, apiEntity(cat.Entities[r]))
 		}
-		ents = append(ents, apiEntity(cat.Entities[r]))
 	}
 	for _, id := range cat.Items {
 		if _, ok := cat.Entities[graph.Ref{Type: graph.NodeAd, ID: id}]; !ok {

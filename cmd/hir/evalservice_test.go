@@ -8,14 +8,18 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/hir-ads/hir/api"
 	"github.com/hir-ads/hir/dataset"
 	"github.com/hir-ads/hir/eval"
+	"github.com/hir-ads/hir/graph"
 	"github.com/hir-ads/hir/model"
 	"github.com/hir-ads/hir/serving"
 )
@@ -251,5 +255,47 @@ func TestParseEvalServiceFlags(t *testing.T) {
 				t.Errorf("per-request weights %q, %q, want %q, %q", p, c, tc.prior, tc.coengage)
 			}
 		})
+	}
+}
+
+// TestEvalServiceNoProfiles checks what --service-no-profiles posts: every
+// user entity with its id alone, ads with their content.
+func TestEvalServiceNoProfiles(t *testing.T) {
+	var posted []api.Entity
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req api.EntitiesRequest
+		if r.URL.Path != "/v1/entities" || json.NewDecoder(r.Body).Decode(&req) != nil {
+			http.Error(w, "unexpected request", http.StatusBadRequest)
+			return
+		}
+		posted = append(posted, req.Entities...)
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(api.IngestResult{Entities: len(req.Entities)})
+	}))
+	defer srv.Close()
+	cat := &eval.Catalog{Users: []string{"u1", "u2"}, Items: []string{"a1"}, Entities: map[graph.Ref]*graph.Entity{
+		{Type: graph.NodeUser, ID: "u1"}: {Type: graph.NodeUser, ID: "u1", Text: "engineer", Attrs: map[string]string{"age": "25-34"}},
+		{Type: graph.NodeAd, ID: "a1"}:   {Type: graph.NodeAd, ID: "a1", Text: "guitar strings", Attrs: map[string]string{"year": "1998"}},
+	}}
+	for _, noProfiles := range []bool{false, true} {
+		posted = nil
+		s, err := newServiceMethod(serviceOptions{URL: srv.URL, NoProfiles: noProfiles})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.postEntities(context.Background(), cat); err != nil {
+			t.Fatal(err)
+		}
+		byID := map[string]api.Entity{}
+		for _, e := range posted {
+			byID[e.Id] = e
+		}
+		u1, a1, u2 := byID["u1"], byID["a1"], byID["u2"]
+		if len(posted) != 3 || a1.Text == nil || *a1.Text != "guitar strings" || a1.Attrs == nil || u2.Text != nil || u2.Attrs != nil {
+			t.Fatalf("no profiles %v: posted %+v, want u1, u2 (bare) and a1 with its content", noProfiles, posted)
+		}
+		if bare := u1.Text == nil && u1.Attrs == nil; bare != noProfiles {
+			t.Errorf("no profiles %v: u1 posted as %+v", noProfiles, u1)
+		}
 	}
 }
