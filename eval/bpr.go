@@ -5,10 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"os"
 
-	"github.com/gomlx/gomlx/backends"
-	_ "github.com/gomlx/gomlx/backends/simplego" // the pure-Go backend ("go")
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	mlg "github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/shapes"
@@ -16,21 +13,20 @@ import (
 	mlctx "github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/gomlx/gomlx/pkg/ml/context/initializers"
 	"github.com/gomlx/gomlx/pkg/ml/train/optimizers"
+
+	"github.com/hir-ads/hir/model"
 )
 
 // BPROptions configures [BPR].
 type BPROptions struct {
-	Dim          int     // embedding size (default 64)
-	Epochs       int     // passes over the training positives (default 30)
-	BatchSize    int     // triples per step (default 1024)
-	LearningRate float64 // Adam learning rate (default 0.01)
-	L2           float64 // L2 penalty on the embeddings of each triple (default 1e-4)
-	InitStddev   float64 // stddev of the normal initialisation (default 0.1)
-	Seed         int64   // sampling and initialisation seed (default 1)
-	// Backend is a GoMLX backend configuration ("go", "xla:cuda", ...);
-	// default: $GOMLX_BACKEND, else "go" (the pure-Go backend).
-	Backend string
-	Logger  *slog.Logger // default: discard
+	Dim          int          // embedding size (default 64)
+	Epochs       int          // passes over the training positives (default 30)
+	BatchSize    int          // triples per step (default 1024)
+	LearningRate float64      // Adam learning rate (default 0.01)
+	L2           float64      // L2 penalty on the embeddings of each triple (default 1e-4)
+	InitStddev   float64      // stddev of the normal initialisation (default 0.1)
+	Seed         int64        // sampling and initialisation seed (default 1)
+	Logger       *slog.Logger // default: discard
 }
 
 // BPR is Bayesian personalised ranking matrix factorisation: score(u, i) =
@@ -74,12 +70,6 @@ func NewBPR(opts BPROptions) (*BPR, error) {
 	if opts.Seed == 0 {
 		opts.Seed = 1
 	}
-	if opts.Backend == "" {
-		opts.Backend = os.Getenv("GOMLX_BACKEND")
-	}
-	if opts.Backend == "" {
-		opts.Backend = "go"
-	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -110,11 +100,12 @@ func (m *BPR) Fit(ctx context.Context, train *TrainView) (err error) {
 	if len(pos) == 0 || nItems < 2 {
 		return fmt.Errorf("fit bpr: %w", ErrNoData)
 	}
-	backend, err := backends.NewWithConfig(m.opts.Backend)
+	// The process-wide backend ($GOMLX_BACKEND, the pure-Go one by
+	// default, with the model's workarounds), shared with the model.
+	backend, err := model.Backend()
 	if err != nil {
-		return fmt.Errorf("fit bpr: create backend %q: %w", m.opts.Backend, err)
+		return fmt.Errorf("fit bpr: %w", err)
 	}
-	defer backend.Finalize()
 
 	gctx := mlctx.New()
 	gctx.SetParam(mlctx.ParamInitialSeed, m.opts.Seed)

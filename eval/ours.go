@@ -79,7 +79,7 @@ type OursOptions struct {
 	// Dir receives the trained model versions (Dir/models/vN); "" trains
 	// into a temporary directory that Close removes.
 	Dir string
-	// TrainLog receives model.Train's progress lines (default discard).
+	// TrainLog receives model.Train's progress as JSON lines (model.JSONProgress; default discard).
 	TrainLog io.Writer
 	// Logger receives progress (default discard).
 	Logger *slog.Logger
@@ -260,7 +260,7 @@ func (o *Ours) fit(ctx context.Context, train *TrainView) error {
 			}
 			o.dir = dataDir
 		}
-		ck, err := model.Train(ctx, store, o.opts.Train, dataDir, o.opts.TrainLog)
+		ck, err := model.Train(ctx, store, o.opts.Train, dataDir, model.JSONProgress(o.opts.TrainLog))
 		if err != nil {
 			return fmt.Errorf("train model: %w", err)
 		}

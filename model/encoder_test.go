@@ -215,7 +215,7 @@ func TestPlantedInterests(t *testing.T) {
 	cfg.EvalEvery = 100
 	cfg.LogEvery = 25
 	dir := t.TempDir()
-	ck, err := Train(gocontext.Background(), w.store, cfg, dir, os.Stderr)
+	ck, err := Train(gocontext.Background(), w.store, cfg, dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,13 +7,10 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
-	"os"
 	"slices"
 
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
-	"github.com/schollz/progressbar/v3"
-	"golang.org/x/term"
 )
 
 // StepMetrics is one progress record (a JSON line when not on a terminal).
@@ -233,33 +230,24 @@ func AUC(scores []float64, positive []bool) float64 {
 	return (rankSum - float64(np)*float64(np+1)/2) / (float64(np) * float64(nn))
 }
 
-// progress reports StepMetrics as a bar on a terminal or as JSON lines.
-type progress struct {
-	w   io.Writer
-	bar *progressbar.ProgressBar
-	enc *json.Encoder
+// Progress receives a training run's metrics as it goes ([Train]): each
+// logged window's StepMetrics, then Done when the steps end.
+type Progress interface {
+	Step(StepMetrics)
+	Done()
 }
 
-func newProgress(w io.Writer, steps int) *progress {
-	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-		return &progress{w: w, bar: progressbar.NewOptions(steps, progressbar.OptionSetWriter(w),
-			progressbar.OptionSetDescription("train"), progressbar.OptionShowCount(), progressbar.OptionSetWidth(30))}
-	}
-	return &progress{w: w, enc: json.NewEncoder(w)}
-}
+// JSONProgress returns a Progress that writes each window's StepMetrics to
+// w as a JSON line.
+func JSONProgress(w io.Writer) Progress { return jsonProgress{enc: json.NewEncoder(w)} }
 
-func (p *progress) report(m StepMetrics) {
-	if p.bar != nil {
-		p.bar.Describe(fmt.Sprintf("loss %.3f engage %.3f", m.Total, m.Engagement))
-		_ = p.bar.Set(m.Step)
-		return
-	}
-	_ = p.enc.Encode(m)
-}
+type jsonProgress struct{ enc *json.Encoder }
 
-func (p *progress) finish() {
-	if p.bar != nil {
-		_ = p.bar.Finish()
-		fmt.Fprintln(p.w)
-	}
-}
+func (p jsonProgress) Step(m StepMetrics) { _ = p.enc.Encode(m) }
+func (jsonProgress) Done()                {}
+
+// noProgress discards the metrics (Train without a Progress).
+type noProgress struct{}
+
+func (noProgress) Step(StepMetrics) {}
+func (noProgress) Done()            {}

@@ -3,7 +3,6 @@ package model
 import (
 	gocontext "context"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
 	"path/filepath"
@@ -151,20 +150,17 @@ type trainer struct {
 }
 
 // Train trains the encoder on the events of store and writes a new version
-// DIR/models/vN under dataDir (a candidate with cfg.Candidate). Progress goes to logw: a progress bar when it is
-// a terminal, JSON lines (StepMetrics) otherwise. With cfg.Resume it continues
+// DIR/models/vN under dataDir (a candidate with cfg.Candidate), reporting
+// each logged window's metrics to prog (nil: none). With cfg.Resume it continues
 // from the latest version's weights and optimizer state. Cancelling ctx stops
 // training between steps and returns ctx.Err() without writing a version.
-func Train(ctx gocontext.Context, store *graph.Store, cfg TrainConfig, dataDir string, logw io.Writer) (*Checkpoint, error) {
+func Train(ctx gocontext.Context, store *graph.Store, cfg TrainConfig, dataDir string, prog Progress) (*Checkpoint, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Model.Validate(); err != nil {
 		return nil, err
 	}
 	if cfg.Candidate && cfg.SnapshotEvery > 0 {
 		return nil, fmt.Errorf("%w: a candidate round writes no intermediate snapshots", ErrBadConfig)
-	}
-	if logw == nil {
-		logw = io.Discard
 	}
 	RegisterFastDotGradients()
 	be, err := Backend()
@@ -253,7 +249,9 @@ func Train(ctx gocontext.Context, store *graph.Store, cfg TrainConfig, dataDir s
 	if spec != nil {
 		metrics.SpectralAds = len(spec.IDs)
 	}
-	prog := newProgress(logw, cfg.Steps)
+	if prog == nil {
+		prog = noProgress{}
+	}
 	L := len(mc.Prototypes)
 	usage := make([][]int, L)
 	for l := range usage {
@@ -320,7 +318,7 @@ func Train(ctx gocontext.Context, store *graph.Store, cfg TrainConfig, dataDir s
 				metrics.First = &r
 			}
 			metrics.History = append(metrics.History, rec)
-			prog.report(rec)
+			prog.Step(rec)
 			cfg.Logger.Debug("train step", "step", step, "loss", rec.Total)
 			acc, accN, anchorsSinceLog, lastLog = StepMetrics{}, 0, 0, time.Now()
 		}
@@ -333,7 +331,7 @@ func Train(ctx gocontext.Context, store *graph.Store, cfg TrainConfig, dataDir s
 			}
 		}
 	}
-	prog.finish()
+	prog.Done()
 	metrics.Steps = cfg.Steps
 	metrics.GlobalStep = startStep + cfg.Steps
 	metrics.Seconds = time.Since(start).Seconds()

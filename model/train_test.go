@@ -23,7 +23,7 @@ func TestTrainCheckpointLoadEmbed(t *testing.T) {
 	var logs bytes.Buffer
 	cfg := tinyConfig()
 	cfg.Model.Spectral, cfg.Model.SpectralWeight = 8, 0.5
-	ck, err := Train(gocontext.Background(), w.store, cfg, dir, &logs)
+	ck, err := Train(gocontext.Background(), w.store, cfg, dir, JSONProgress(&logs))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,7 +44,7 @@ type JobOptions struct {
 	// Tolerance is how much lower the candidate's validation AUC may be than
 	// the serving model's before it is rejected (default 0.01).
 	Tolerance float64
-	// Log receives model.Train's progress lines; default discard.
+	// Log receives model.Train's progress as JSON lines (model.JSONProgress); default discard.
 	Log io.Writer
 	// Calibrate, when set, calibrates every candidate's prior weight
 	// ([CalibrateVersion]) before it is validated, so that the version
@@ -90,7 +90,7 @@ func NewTrainJob(store *graph.Store, opts JobOptions) TrainJob {
 		if _, err := model.LatestVersionDir(opts.DataDir); err == nil {
 			cfg.Resume = true
 		}
-		ckpt, err := model.Train(ctx, store, cfg, opts.DataDir, opts.Log)
+		ckpt, err := model.Train(ctx, store, cfg, opts.DataDir, model.JSONProgress(opts.Log))
 		if err != nil {
 			return nil, 0, fmt.Errorf("train: %w", err)
 		}

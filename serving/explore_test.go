@@ -3,7 +3,6 @@ package serving
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"math"
 	"net/http"
 	"net/url"
@@ -29,7 +28,7 @@ func newExploreEnv(t *testing.T, opts Options) (*persistEnv, *world) {
 	w := newWorld(24, 40, 12, 5)
 	env.ingest(w)
 	pe := &persistEnv{testEnv: env}
-	ck, err := model.Train(context.Background(), env.srv.Store(), tinyTrain(), env.dir, io.Discard)
+	ck, err := model.Train(context.Background(), env.srv.Store(), tinyTrain(), env.dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,7 +33,7 @@ func newPersistEnv(t *testing.T) *persistEnv {
 	t.Helper()
 	env := newEnv(t, Options{})
 	env.ingest(newWorld(24, 40, 12, 5))
-	ck, err := model.Train(context.Background(), env.srv.Store(), tinyTrain(), env.dir, io.Discard)
+	ck, err := model.Train(context.Background(), env.srv.Store(), tinyTrain(), env.dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -273,7 +273,7 @@ func TestComposeTopology(t *testing.T) {
 	if out, err := init.CombinedOutput(); err != nil {
 		t.Fatalf("init: %v\n%s", err, out)
 	}
-	r3 := filepath.Join(dir, "r3") // for the go run demo below
+	r3 := filepath.Join(dir, "r3") // for the demo below
 	for _, d := range []string{r2, r3} {
 		if out, err := exec.Command("cp", "-a", r1, d).CombinedOutput(); err != nil {
 			t.Fatalf("copy the prepared directory: %v\n%s", err, out)
@@ -344,51 +344,57 @@ func TestComposeTopology(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 
-	t.Run("go run demo stops on SIGTERM", func(t *testing.T) { checkGoRunDemoStops(t, r3) })
+	t.Run("the demo stops on Ctrl-C and SIGTERM", func(t *testing.T) { checkDemoStops(t, hir, r3) })
 }
 
-// checkGoRunDemoStops starts `go run . demo --data dir` (dir holds a
-// prepared world and model), waits until the demo serves, sends SIGTERM to
-// the go run process only, and checks that the server stops too.
-func checkGoRunDemoStops(t *testing.T, dir string) {
-	cmd := exec.Command("go", "run", ".", "demo", "--data", dir, "--addr", "127.0.0.1:0")
-	cmd.Env = append(os.Environ(), "GOMLX_BACKEND=go", "GOMLX_NO_AUTO_INSTALL=1")
-	out := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.WaitDelay = 40 * time.Second // the server holds the output pipes: Wait returns once it exits
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	serving := regexp.MustCompile(`HIR demo: serving model \S+ \(\d+ ads\) at (http://\S+)`)
-	var base string
-	for deadline := time.Now().Add(2 * time.Minute); base == ""; time.Sleep(100 * time.Millisecond) {
-		if m := serving.FindStringSubmatch(out.String()); m != nil {
-			base = m[1]
-		} else if time.Now().After(deadline) {
-			t.Fatalf("go run demo did not serve in time:\n%s", out)
+// checkDemoStops starts the built binary's demo on dir (a prepared world
+// and model), as the README runs it, waits until it serves, and checks that
+// a Ctrl-C (SIGINT to its process group, as a terminal sends it) and a
+// SIGTERM to the process each stop the server.
+func checkDemoStops(t *testing.T, hir, dir string) {
+	for _, tc := range []struct {
+		name string
+		stop func(p *os.Process) error
+	}{
+		{"Ctrl-C", func(p *os.Process) error { return syscall.Kill(-p.Pid, syscall.SIGINT) }},
+		{"SIGTERM", func(p *os.Process) error { return p.Signal(syscall.SIGTERM) }},
+	} {
+		cmd := exec.Command(hir, "demo", "--data", dir, "--addr", "127.0.0.1:0")
+		cmd.Env = append(os.Environ(), "GOMLX_BACKEND=go", "GOMLX_NO_AUTO_INSTALL=1")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // its own group, as a shell's foreground job
+		out := &syncBuffer{}
+		cmd.Stdout, cmd.Stderr = out, out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
 		}
-	}
-	waitReady(t, base, 30*time.Second)
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	_ = cmd.Wait()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		res, err := http.Get(base + "/healthz")
-		if err != nil {
-			break // the server is gone
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		serving := regexp.MustCompile(`HIR demo: serving model \S+ \(\d+ ads\) at (http://\S+)`)
+		var base string
+		for deadline := time.Now().Add(2 * time.Minute); base == ""; time.Sleep(100 * time.Millisecond) {
+			if m := serving.FindStringSubmatch(out.String()); m != nil {
+				base = m[1]
+			} else if time.Now().After(deadline) {
+				_ = cmd.Process.Kill()
+				t.Fatalf("%s: the demo did not serve in time:\n%s", tc.name, out)
+			}
 		}
-		res.Body.Close()
-		if time.Now().After(deadline) {
-			t.Fatalf("the demo server at %s still answers 30 s after go run got SIGTERM:\n%s", base, out)
+		waitReady(t, base, 30*time.Second)
+		if err := tc.stop(cmd.Process); err != nil {
+			t.Fatal(err)
 		}
-	}
-	// The server is gone, which is what matters. Its goodbye lines may be
-	// lost: once go run has exited, Wait closes the output pipe after
-	// WaitDelay, and a write to it then ends the server (SIGPIPE).
-	if !strings.Contains(out.String(), "shut down cleanly") {
-		t.Logf("the demo server stopped; its shutdown lines did not reach the pipe:\n%s", out)
+		select {
+		case err := <-exited:
+			if err != nil {
+				t.Errorf("%s: the demo exited with %v:\n%s", tc.name, err, out)
+			}
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			t.Fatalf("%s: the demo still runs 30 s after the signal:\n%s", tc.name, out)
+		}
+		if !strings.Contains(out.String(), "shut down cleanly") {
+			t.Errorf("%s: the demo stopped without its shutdown lines:\n%s", tc.name, out)
+		}
 	}
 }
 

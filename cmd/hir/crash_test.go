@@ -280,7 +280,7 @@ func crashWorld(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := model.Train(ctx, store, cfg.train, dir, io.Discard); err != nil {
+	if _, err := model.Train(ctx, store, cfg.train, dir, nil); err != nil {
 		t.Fatal(err)
 	}
 	return dir
@@ -456,7 +456,7 @@ func TestServeDamagedModel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := model.Train(context.Background(), store, tinyDemo("", world).train, world, io.Discard); err != nil { // v2
+	if _, err := model.Train(context.Background(), store, tinyDemo("", world).train, world, nil); err != nil { // v2
 		t.Fatal(err)
 	}
 	flipMiddle := func(path string) error {

@@ -57,7 +57,6 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 		return errUsage
 	}
 	cfg.train.Seed = cfg.synth.Seed
-	stopWithGoRun(ctx, e.logger)
 	return demo(ctx, e, cfg)
 }
 
@@ -106,7 +105,7 @@ func demo(ctx context.Context, e *env, cfg demoConfig) error {
 		e.logger.Info("training the first model", "steps", cfg.train.Steps)
 		tc := cfg.train
 		tc.Logger = e.logger
-		ck, err := model.Train(ctx, store, tc, dir, e.stderr) // progress bar on a terminal
+		ck, err := model.Train(ctx, store, tc, dir, trainProgress(e.stderr, tc.WithDefaults().Steps)) // a bar on a terminal
 		if err != nil {
 			return fmt.Errorf("train first model: %w", err)
 		}

@@ -329,7 +329,7 @@ func TestServePersistedSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ck, err := model.Train(ctx, store, cfg.train, dir, io.Discard)
+	ck, err := model.Train(ctx, store, cfg.train, dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,7 +43,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	cfg.Logger = e.logger
-	ck, err := model.Train(ctx, store, cfg, *data, e.stderr)
+	ck, err := model.Train(ctx, store, cfg, *data, trainProgress(e.stderr, cfg.WithDefaults().Steps))
 	if err != nil {
 		return err
 	}
