@@ -228,6 +228,12 @@ func splitmix(x uint64) uint64 {
 	return x ^ x>>31
 }
 
+// sampleHash seeds the draws of one sample. Its time is asOf, or, when
+// asOf lies beyond every event the store holds (Store.horizon) and the
+// visible context's, the newest of those: a request embedded as of the
+// wall clock draws the same sample each time until an event arrives, so
+// the same request gets the same answer. A store cut by Until samples as
+// the whole store does as of the same time.
 func sampleHash(seed uint64, anchor NodeID, asOf int64, view View) uint64 {
 	h := splitmix(seed)
 	h = splitmix(h ^ uint64(anchor.Type)<<32 ^ uint64(anchor.Idx))
@@ -238,7 +244,7 @@ func sampleHash(seed uint64, anchor NodeID, asOf int64, view View) uint64 {
 // Sample draws the view's subgraph around anchor as of asOf. An anchor that
 // is not a stored node yields a subgraph holding only the anchor token.
 func (sm *Sampler) Sample(anchor NodeID, asOf int64, view View, seed uint64) *Subgraph {
-	h := sampleHash(seed, anchor, asOf, view)
+	h := sampleHash(seed, anchor, min(asOf, sm.s.horizon()), view)
 	return sm.sample(anchor, nil, false, asOf, view, h)
 }
 
@@ -251,7 +257,13 @@ func (sm *Sampler) Sample(anchor NodeID, asOf int64, view View, seed uint64) *Su
 // ctx is not retained.
 func (sm *Sampler) SampleVirtual(anchorType NodeType, ctx []Edge, asOf int64, view View, seed uint64) *Subgraph {
 	anchor := NodeID{Type: anchorType, Idx: VirtualIdx}
-	h := sampleHash(seed, anchor, asOf, view)
+	horizon := min(asOf, sm.s.horizon())
+	for _, e := range ctx {
+		if e.TS <= asOf {
+			horizon = max(horizon, e.TS)
+		}
+	}
+	h := sampleHash(seed, anchor, horizon, view)
 	for _, e := range ctx {
 		h = splitmix(h ^ uint64(e.Nbr.Type)<<40 ^ uint64(e.Nbr.Idx)<<8 ^ uint64(e.Type))
 		h = splitmix(h ^ uint64(e.TS) ^ uint64(math.Float32bits(e.Weight))<<1)

@@ -559,3 +559,36 @@ func TestPadded(t *testing.T) {
 		})
 	}
 }
+
+// TestSampleBeyondNewestEvent checks that samples as of two times past the
+// store's newest event (requests embedded as of the wall clock, a second
+// apart) draw the same nodes: the draws are seeded by what the sample can
+// see, not by the clock; and that a store cut at a time (Store.Until)
+// samples as the whole store as of that time.
+func TestSampleBeyondNewestEvent(t *testing.T) {
+	evs := randomEvents(23, graphSpec{users: 60, ads: 50, campaigns: 8, advertisers: 3, products: 10, events: 3000, t0: 0, span: 60 * day})
+	s := buildStore(t, Options{}, evs)
+	sm := NewSampler(s, SamplerOptions{})
+	now, later := s.MaxTS()+1, s.MaxTS()+1000
+	// The draws: which nodes, in which order, and the history (the
+	// decayed weights move with the clock).
+	drawn := func(g *Subgraph) [2][]NodeID { return [2][]NodeID{g.Nodes[:g.Len], g.History} }
+	for _, view := range []View{ViewTeacher, ViewStudent} {
+		for i := range 30 {
+			id := NodeID{NodeUser, uint32(i)}
+			if diff := gocmp.Diff(drawn(sm.Sample(id, now, view, 42)), drawn(sm.Sample(id, later, view, 42))); diff != "" {
+				t.Fatalf("%v %v: Sample a millisecond and a second past the newest event differ (-ms +s):\n%s", view, id, diff)
+			}
+			// A store cut at a time samples as the whole store as of it.
+			cut := s.MinTS() + int64(i+10)*day
+			if diff := gocmp.Diff(drawn(NewSampler(s.Until(cut), SamplerOptions{}).Sample(id, cut, view, 42)), drawn(sm.Sample(id, cut, view, 42))); diff != "" {
+				t.Fatalf("%v %v: Sample on the store cut at %d differs from the whole store's as of it (-cut +whole):\n%s", view, id, cut, diff)
+			}
+			ad, _ := s.Lookup(Ref{Type: NodeAd, ID: "a" + strconv.Itoa(i)})
+			ctx := []Edge{{Nbr: ad, Type: EdgeClick, Out: true, TS: s.MaxTS() - day, Weight: 1}}
+			if diff := gocmp.Diff(drawn(sm.SampleVirtual(NodeUser, ctx, now, view, 42)), drawn(sm.SampleVirtual(NodeUser, ctx, later, view, 42))); diff != "" {
+				t.Fatalf("%v: SampleVirtual a millisecond and a second past the newest event differ (-ms +s):\n%s", view, diff)
+			}
+		}
+	}
+}

@@ -86,6 +86,9 @@ type Store struct {
 	numEvents atomic.Int64
 	minTS     atomic.Int64
 	maxTS     atomic.Int64
+	// until is the time a store made by Until is complete to: no event it
+	// lacks lies at or before it. 0 for other stores.
+	until int64
 }
 
 type typeTable struct {
@@ -509,5 +512,10 @@ func (s *Store) Until(asOf int64) *Store {
 		c.minTS.Store(lo)
 		c.maxTS.Store(hi)
 	}
+	c.until = asOf
 	return c
 }
+
+// horizon returns the time up to which s holds every event: its newest
+// event's, or for a store made by Until, its time when that is later.
+func (s *Store) horizon() int64 { return max(s.MaxTS(), s.until) }

@@ -24,8 +24,14 @@ import (
 // published (its checkpoint directory set, as `hir serve` sets it).
 func newExploreEnv(t *testing.T, opts Options) (*persistEnv, *world) {
 	t.Helper()
-	env := newEnv(t, opts)
 	w := newWorld(24, 40, 12, 5)
+	return newExploreEnvOf(t, opts, w), w
+}
+
+// newExploreEnvOf is newExploreEnv over world w.
+func newExploreEnvOf(t *testing.T, opts Options, w *world) *persistEnv {
+	t.Helper()
+	env := newEnv(t, opts)
 	env.ingest(w)
 	pe := &persistEnv{testEnv: env}
 	ck, err := model.Train(context.Background(), env.srv.Store(), tinyTrain(), env.dir, nil)
@@ -45,7 +51,7 @@ func newExploreEnv(t *testing.T, opts Options) (*persistEnv, *world) {
 	if err := env.srv.Publish(context.Background(), snap); err != nil {
 		t.Fatal(err)
 	}
-	return pe, w
+	return pe
 }
 
 // getJSON GETs path with key (over real HTTP, the answer validated against

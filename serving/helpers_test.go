@@ -263,6 +263,11 @@ var topicWords = [][]string{
 const worldT0 = int64(1_700_000_000_000)
 
 func newWorld(users, ads, eventsPerUser int, seed uint64) *world {
+	return newWorldAt(users, ads, eventsPerUser, seed, worldT0)
+}
+
+// newWorldAt is newWorld with its events from t0 (unix ms) on.
+func newWorldAt(users, ads, eventsPerUser int, seed uint64, t0 int64) *world {
 	rng := rand.New(rand.NewPCG(seed, 7))
 	w := &world{adTopic: map[string]int{}, topics: len(topicWords)}
 	byTopic := make([][]string, w.topics)
@@ -280,18 +285,18 @@ func newWorld(users, ads, eventsPerUser int, seed uint64) *world {
 		w.adTopic[id] = topic
 		byTopic[topic] = append(byTopic[topic], id)
 		w.events = append(w.events, apiEvent(fmt.Sprintf("s-%s", id), api.Ad, id, api.Campaign,
-			fmt.Sprintf("camp%d", topic), api.InCampaign, worldT0))
+			fmt.Sprintf("camp%d", topic), api.InCampaign, t0))
 	}
 	for c := range w.topics {
 		w.events = append(w.events, apiEvent(fmt.Sprintf("s-camp%d", c), api.Campaign, fmt.Sprintf("camp%d", c),
-			api.Advertiser, fmt.Sprintf("adv%d", c%2), api.OfAdvertiser, worldT0))
+			api.Advertiser, fmt.Sprintf("adv%d", c%2), api.OfAdvertiser, t0))
 	}
 	const day = 24 * 3600 * 1000
 	for u := range users {
 		topic := u % w.topics
 		uid := fmt.Sprintf("u%d", u)
 		for e := range eventsPerUser {
-			ts := worldT0 + day + int64(rng.IntN(30*day))
+			ts := t0 + day + int64(rng.IntN(30*day))
 			typ := api.Click
 			var ad string
 			if rng.Float64() < 0.85 {
