@@ -287,7 +287,8 @@ func (s *Snapshot) Search(ctx context.Context, q Query) (Result, error) {
 	if q.Exhaustive {
 		band = 0
 	}
-	hits, exact, err := s.rerank(ctx, q.Vector, q.PriorWeight, channel, q.Boost, cand, q.K, allowed, res.Stage != StageFilteredAll, band, o.Workers)
+	hits, exact, err := s.rerank(ctx, rerankPlan{vec: q.Vector, priorW: q.PriorWeight, channel: channel, boost: q.Boost, k: q.K,
+		allowed: allowed, priorPass: res.Stage != StageFilteredAll, band: band, workers: o.Workers}, cand)
 	if err != nil {
 		return Result{}, fmt.Errorf("search: %w", err)
 	}
@@ -488,17 +489,33 @@ func (s *Snapshot) hit(id uint32, sim float32, e, vec []float32, priorW float32,
 	return Hit{ID: id, Score: sc, Parts: parts}
 }
 
+// rerankPlan is what a re-rank scores with and keeps (rerank, rerankBand).
+type rerankPlan struct {
+	vec     []float32          // the query vector
+	priorW  float32            // the prior's weight
+	channel int                // the prior's channel (Query.Channel)
+	boost   map[uint32]float32 // co-engagement boosts by doc
+	k       int                // hits to keep
+	allowed allowSet           // the docs a hit may be
+	// priorPass also scores allowed docs outside the candidates: those
+	// the prior could lift into the top k, or the most popular ones.
+	priorPass bool
+	band      float32 // the error band's width (SearchOptions.ErrorBand); 0: exact scores only
+	workers   int     // goroutines an exact scan may use
+}
+
 // rerank scores every candidate by dot product plus its prior and boost
-// part (see hit) and keeps the top k, best first (ties by smaller id).
-// With priorPass, allowed docs outside cand are scored too: with priorW > 0
-// those whose prior could lift them into the top k (see priorPass),
-// otherwise the most popular ones (see popularityPass). With band > 0,
+// part (see hit) and keeps the top p.k, best first (ties by smaller id).
+// With p.priorPass, allowed docs outside cand are scored too: with a prior
+// weight those whose prior could lift them into the top k (see priorPass),
+// otherwise the most popular ones (see popularityPass). With p.band > 0,
 // when there are more than approxMin docs to score, see rerankBand;
 // otherwise at least 2*parallelMin candidates are shared between at most
-// workers goroutines (see scoreShared). It returns the hits and the number
+// p.workers goroutines (see scoreShared). It returns the hits and the number
 // of docs scored exactly.
-func (s *Snapshot) rerank(ctx context.Context, vec []float32, priorW float32, channel int, boost map[uint32]float32, cand *roaring.Bitmap, k int,
-	allowed allowSet, withPriorPass bool, band float32, workers int) ([]Hit, int, error) {
+func (s *Snapshot) rerank(ctx context.Context, p rerankPlan, cand *roaring.Bitmap) ([]Hit, int, error) {
+	vec, priorW, channel, boost, k := p.vec, p.priorW, p.channel, p.boost, p.k
+	allowed, withPriorPass := p.allowed, p.priorPass
 	exact := func(id uint32) (Hit, bool) {
 		e := s.emb.at(int(id))
 		if e == nil {
@@ -512,14 +529,14 @@ func (s *Snapshot) rerank(ctx context.Context, vec []float32, priorW float32, ch
 	}
 	var h []Hit
 	var n int
-	if band > 0 && s.resShare != nil && toScore > max(approxMin, k) {
+	if p.band > 0 && s.resShare != nil && toScore > max(approxMin, k) {
 		var err error
-		if h, n, err = s.rerankBand(ctx, vec, priorW, channel, boost, cand, k, allowed, withPriorPass, band, exact); err != nil {
+		if h, n, err = s.rerankBand(ctx, p, cand, exact); err != nil {
 			return nil, 0, err
 		}
 	} else {
 		var err error
-		if h, n, err = scoreShared(ctx, cand, k, workers, exact); err != nil {
+		if h, n, err = scoreShared(ctx, cand, k, p.workers, exact); err != nil {
 			return nil, 0, err
 		}
 		if withPriorPass {
@@ -642,8 +659,8 @@ type approxHit struct {
 // bands bounds the k-th best exact score from below, so only the docs
 // whose upper end reaches it are scored exactly, and the top k of them
 // kept (unsorted). It returns them and the number of docs scored exactly.
-func (s *Snapshot) rerankBand(ctx context.Context, vec []float32, priorW float32, channel int, boost map[uint32]float32, cand *roaring.Bitmap,
-	k int, allowed allowSet, withPriorPass bool, band float32, exact func(id uint32) (Hit, bool)) ([]Hit, int, error) {
+func (s *Snapshot) rerankBand(ctx context.Context, plan rerankPlan, cand *roaring.Bitmap, exact func(id uint32) (Hit, bool)) ([]Hit, int, error) {
+	vec, priorW, channel, boost, k, band := plan.vec, plan.priorW, plan.channel, plan.boost, plan.k, plan.band
 	t := s.q.adc(vec)
 	p := s.product()
 	var pt productTable
@@ -656,7 +673,7 @@ func (s *Snapshot) rerankBand(ctx context.Context, vec []float32, priorW float32
 	}
 	scale := band * float32(math.Sqrt(spread))
 	var pass *ranked
-	if withPriorPass {
+	if plan.priorPass {
 		if priorW > 0 {
 			pass = s.byPrior(channel)
 		} else {
@@ -687,7 +704,7 @@ func (s *Snapshot) rerankBand(ctx context.Context, vec []float32, priorW float32
 		add(it.Next())
 	}
 	if pass != nil {
-		outside := pass.outside(cand, allowed)
+		outside := pass.outside(cand, plan.allowed)
 		for i, id := range pass.ids {
 			if outside[i] {
 				add(id)

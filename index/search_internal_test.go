@@ -215,7 +215,8 @@ func TestPopularityPass(t *testing.T) {
 				t.Fatal(err)
 			}
 			s := ix.Snapshot()
-			hits, _, err := s.rerank(ctx, tc.vec, tc.priorW, 0, nil, cand, 20, allowSet{base: s.Live(), minus: excluded}, true, 0, 1)
+			hits, _, err := s.rerank(ctx, rerankPlan{vec: tc.vec, priorW: tc.priorW, k: 20, allowed: allowSet{base: s.Live(), minus: excluded},
+				priorPass: true, workers: 1}, cand)
 			if err != nil {
 				t.Fatal(err)
 			}
