@@ -200,7 +200,7 @@ func TestOursParts(t *testing.T) {
 
 	noPop := tinyOurs("")
 	noPop.Parts = true
-	noPop.Train.Model.Activity = -1
+	noPop.Train.Model.Activity = model.ActivityOff
 	bare := NewOurs(noPop)
 	defer bare.Close()
 	if _, err := Run(ctx, Config{Data: data, Protocol: ProtocolChrono, Methods: []string{"popularity"}, Extra: bare.Methods(), MaxQueries: 5}); !errors.Is(err, ErrBadConfig) {

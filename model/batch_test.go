@@ -141,7 +141,7 @@ func TestNativeEncoder(t *testing.T) {
 	}{
 		{"defaults", func(*Config) {}},
 		{"shared activity", func(c *Config) { c.Activity = ActivityShared }},
-		{"no activity", func(c *Config) { c.Activity = -1 }},
+		{"no activity", func(c *Config) { c.Activity = ActivityOff }},
 		{"no history", func(c *Config) { c.History = -1 }},
 		{"short history", func(c *Config) { c.History = 2 }},
 		{"id rows", func(c *Config) { c.IDRows = 256 }},

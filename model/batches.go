@@ -105,7 +105,7 @@ func (tr *trainer) buildStep(step int, evs []event, asOf int64, salt uint64) *st
 			key[i] = nodeKey(ev.dst)
 		}
 		sb.inputs = append(sb.inputs, tensors.FromFlatDataAndDimensions(logq, P), tensors.FromFlatDataAndDimensions(key, P))
-	} else if tr.cfg.LogQ > 0 {
+	} else if tr.cfg.LogQ.on() {
 		logq := make([]float32, 2*P)
 		for i, a := range anchors[P:] {
 			logq[i] = tr.logCandidate(a)

@@ -54,7 +54,7 @@ type Config struct {
 	// only the coordinate, from an MLP that also takes the anchor's type,
 	// set against a unit interest part, so that the interest part (and the
 	// hierarchy) stays free of popularity. Zero selects the default.
-	Activity int `json:"activity"`
+	Activity Activity `json:"activity"`
 	// History, when positive, adds to the anchor's token the content of up
 	// to History of its newest engaged neighbours (graph.Subgraph.History,
 	// at most graph.MaxHistory): the text and attribute buckets of the ads
@@ -148,14 +148,24 @@ const DefaultSpectralProfileDays = 7
 // alone, 7 and 3 lower still on the embeddings alone.
 const DefaultSpectralHalfLifeDays = 21
 
+// Activity is the form of the encoder's engagement-count inputs
+// (Config.Activity); its zero value selects the default, ActivityTyped.
+type Activity int
+
 // Forms of Config.Activity.
 const (
+	// ActivityOff: no counts (a checkpoint written before the feature
+	// existed loads so).
+	ActivityOff Activity = -1
 	// ActivityShared: counts in the anchor's token and a shared MLP's
 	// popularity coordinate.
-	ActivityShared = 1
+	ActivityShared Activity = 1
 	// ActivityTyped: a per-type popularity coordinate only.
-	ActivityTyped = 2
+	ActivityTyped Activity = 2
 )
+
+// on reports whether the form uses the counts at all (shared or typed).
+func (a Activity) on() bool { return a > 0 }
 
 // DefaultConfig returns the defaults, sized for a 2-core CPU: width 64, 2 layers,
 // 4 heads, embeddings of 64 and prototype levels 16/64/256.
@@ -194,7 +204,9 @@ func (c Config) WithDefaults() Config {
 	setInt(&c.AttrLen, d.AttrLen)
 	setInt(&c.VectorDim, d.VectorDim)
 	setInt(&c.IDRows, d.IDRows)
-	setInt(&c.Activity, d.Activity)
+	if c.Activity == 0 {
+		c.Activity = d.Activity
+	}
 	setInt(&c.History, d.History)
 	setInt(&c.Spectral, d.Spectral)
 	if c.SpectralWeight == 0 {
@@ -253,6 +265,9 @@ func (c Config) Validate() error {
 	}
 	if c.StudentTemp <= 0 || c.TeacherTemp <= 0 {
 		return fmt.Errorf("%w: temperatures must be > 0", ErrBadConfig)
+	}
+	if c.Activity > ActivityTyped {
+		return fmt.Errorf("%w: activity %d, want %d (off), %d (shared) or %d (typed)", ErrBadConfig, c.Activity, ActivityOff, ActivityShared, ActivityTyped)
 	}
 	if c.History > graph.MaxHistory {
 		return fmt.Errorf("%w: history %d, want <= %d", ErrBadConfig, c.History, graph.MaxHistory)

@@ -33,6 +33,8 @@ func TestConfigValidate(t *testing.T) {
 		{"NaN factor half-life", func(c *Config) { c.SpectralHalfLifeDays = math.NaN() }, false},
 		{"infinite factor half-life", func(c *Config) { c.SpectralHalfLifeDays = math.Inf(1) }, false},
 		{"history too long", func(c *Config) { c.History = graph.MaxHistory + 1 }, false},
+		{"shared activity", func(c *Config) { c.Activity = ActivityShared }, true},
+		{"no such activity form", func(c *Config) { c.Activity = ActivityTyped + 1 }, false},
 		{"heads do not divide dim", func(c *Config) { c.Heads = 5 }, false},
 		{"one prototype", func(c *Config) { c.Prototypes = []int{1} }, false},
 		{"momentum 1", func(c *Config) { c.ProtoMomentum = 1 }, false},

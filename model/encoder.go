@@ -152,21 +152,21 @@ func encode(ctx *context.Context, c Config, inputs []*G.Node) *G.Node {
 	anchor := G.Einsum("bnd,n->bd", x, anchorSel)
 	e := dense(ctx, "project", anchor, true, c.EmbedDim)
 	m := G.Reshape(G.Const(g, interestMask(c)), 1, c.EmbedDim)
-	if c.Activity > 0 {
+	if c.Activity.on() {
 		// The anchor's recent and total engagement counts (as of the
 		// subgraph's time, graph.Subgraph.Activity) become the last
 		// coordinate through a small MLP: how popular an ad is now, how
 		// new a user is. The other coordinates are the interest part that
 		// the prototypes see (see interest); the dot product sees both.
 		h := dense(ctx, "activity_1", in.activity, true, activityHidden)
-		if c.Activity >= ActivityTyped {
+		if c.Activity == ActivityTyped {
 			// Per anchor type: the same counts mean popularity for an
 			// ad and experience for a user, and the user's coordinate
 			// is the weight that user gives popularity.
 			h = G.Add(h, G.Einsum("bnh,n->bh", gatherRows(tbl("activity_type", graph.NumNodeTypes, activityHidden), in.nodeType), anchorSel))
 		}
 		pop := dense(ctx, "activity_2", activations.Gelu(h), true, 1) // [B,1]
-		if c.Activity >= ActivityTyped {
+		if c.Activity == ActivityTyped {
 			// Against a unit interest part, so that the coordinate's
 			// share of the norm is learnt at the scale of its weights.
 			e = G.L2Normalize(G.Mul(e, m), -1)
@@ -177,9 +177,9 @@ func encode(ctx *context.Context, c Config, inputs []*G.Node) *G.Node {
 }
 
 // popularityAxis is the coordinate of c's embeddings that carries the
-// anchor's engagement counts (the last one, when c.Activity > 0), or -1.
+// anchor's engagement counts (the last one, when c.Activity.on()), or -1.
 func popularityAxis(c Config) int {
-	if c.Activity <= 0 {
+	if !c.Activity.on() {
 		return -1
 	}
 	return c.EmbedDim - 1
@@ -202,7 +202,7 @@ func interestMask(c Config) []float32 {
 // what the prototypes (the interest hierarchy and the BoM tokens) are
 // fitted on and compared with. Without activity features it is emb.
 func interest(c Config, emb *G.Node) *G.Node {
-	if c.Activity <= 0 {
+	if !c.Activity.on() {
 		return emb
 	}
 	mask := G.Reshape(G.Const(emb.Graph(), interestMask(c)), 1, c.EmbedDim)

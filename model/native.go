@@ -155,9 +155,9 @@ func newNativeEncoder(ctx *context.Context, c Config) (*nativeEncoder, error) {
 	if c.History > 0 {
 		ne.histText, ne.histAttr = dn("history_text", false), dn("history_attr", false)
 	}
-	if c.Activity > 0 {
+	if c.Activity.on() {
 		ne.act1, ne.act2 = dn("activity_1", true), dn("activity_2", true)
-		if c.Activity >= ActivityTyped {
+		if c.Activity == ActivityTyped {
 			ne.actType = tbl("activity_type", activityHidden)
 		}
 	}
@@ -365,7 +365,7 @@ func (ne *nativeEncoder) embed(bt *batch, b int, out []float32) {
 	ne.lnOut.apply(s.y[:D], s.x[:D])
 	e := out[:c.EmbedDim]
 	ne.project.apply(e, s.y[:D], 1)
-	if c.Activity > 0 {
+	if c.Activity.on() {
 		ne.act1.apply(s.f, activity, 1)
 		if ne.actType != nil {
 			vek32.Add_Inplace(s.f[:activityHidden], row(ne.actType, bt.nodeType[b*N], activityHidden))
@@ -374,7 +374,7 @@ func (ne *nativeEncoder) embed(bt *batch, b int, out []float32) {
 		ne.act2.apply(s.o, s.f, 1)
 		axis := popularityAxis(c)
 		e[axis] = 0
-		if c.Activity >= ActivityTyped {
+		if c.Activity == ActivityTyped {
 			l2Normalize(e)
 		}
 		e[axis] = s.o[0]

@@ -155,7 +155,7 @@ func TestSnapshotsAndOldConfig(t *testing.T) {
 	cfg.SnapshotEvery = 0
 	cfg.Negatives = 0
 	cfg.Model.IDRows = -1
-	cfg.Model.Activity = -1
+	cfg.Model.Activity = ActivityOff
 	cfg.Model.History = -1
 	old, err := Train(gocontext.Background(), w.store, cfg, t.TempDir(), nil)
 	if err != nil {

@@ -31,6 +31,20 @@ type LossWeights struct {
 	ColdAlign float64 `json:"cold_align"`
 }
 
+// LogQ is whether training corrects its alignment losses for how their
+// candidates were sampled (TrainConfig.LogQ); its zero value selects the
+// default, LogQOn.
+type LogQ int
+
+// Settings of TrainConfig.LogQ.
+const (
+	LogQOff LogQ = -1
+	LogQOn  LogQ = 1
+)
+
+// on reports whether the correction applies (any positive setting).
+func (q LogQ) on() bool { return q > 0 }
+
 // TrainConfig configures Train. Zero fields take defaults (see WithDefaults).
 type TrainConfig struct {
 	Model   Config               `json:"model"`
@@ -54,12 +68,12 @@ type TrainConfig struct {
 	// 0 or negative (the default): no queue; random nodes and the plain
 	// in-batch alignment loss. 1024 was measured (docs/evaluation.md).
 	Negatives int `json:"negatives"`
-	// LogQ, when positive (the default, 1), corrects the in-batch
-	// alignment losses for how their candidates were sampled (see
-	// alignLoss), so that embeddings keep popularity; negative: uncorrected.
-	LogQ    int `json:"logq"`
-	Workers int `json:"workers"` // sampler goroutines (default 2)
-	Queue   int `json:"queue"`   // batches prepared ahead (default 4)
+	// LogQ, LogQOn (the default), corrects the in-batch alignment losses
+	// for how their candidates were sampled (see alignLoss), so that
+	// embeddings keep popularity; LogQOff: uncorrected.
+	LogQ    LogQ `json:"logq"`
+	Workers int  `json:"workers"` // sampler goroutines (default 2)
+	Queue   int  `json:"queue"`   // batches prepared ahead (default 4)
 	// SnapshotEvery, when > 0, also writes a version every that many steps
 	// before the last (for quality-against-training-time curves).
 	SnapshotEvery int  `json:"snapshot_every,omitempty"`
@@ -90,7 +104,7 @@ func (c TrainConfig) WithDefaults() TrainConfig {
 	set(&c.Workers, 2)
 	set(&c.Queue, 4)
 	if c.LogQ == 0 {
-		c.LogQ = 1
+		c.LogQ = LogQOn
 	}
 	if c.Negatives > 0 {
 		c.Negatives = max(c.Negatives, c.Pairs) // a step pushes Pairs rows
@@ -229,7 +243,7 @@ func Train(ctx gocontext.Context, store *graph.Store, cfg TrainConfig, dataDir s
 	opt := optimizers.Adam().LearningRate(cfg.LearningRate).WeightDecay(cfg.WeightDecay).Done()
 	mc, lw := cfg.Model, cfg.Loss
 	trainExec, err := context.NewExec(be, mctx, func(ctx *context.Context, in []*G.Node) []*G.Node {
-		total, outs := lossGraph(ctx, mc, lw, max(cfg.Negatives, 0), cfg.LogQ > 0, in, true)
+		total, outs := lossGraph(ctx, mc, lw, max(cfg.Negatives, 0), cfg.LogQ.on(), in, true)
 		opt.UpdateGraph(ctx, total.Graph(), total)
 		return outs
 	})
@@ -237,7 +251,7 @@ func Train(ctx gocontext.Context, store *graph.Store, cfg TrainConfig, dataDir s
 		return nil, fmt.Errorf("build train step: %w", err)
 	}
 	evalExec, err := context.NewExec(be, mctx, func(ctx *context.Context, in []*G.Node) []*G.Node {
-		_, outs := lossGraph(ctx, mc, lw, max(cfg.Negatives, 0), cfg.LogQ > 0, in, false)
+		_, outs := lossGraph(ctx, mc, lw, max(cfg.Negatives, 0), cfg.LogQ.on(), in, false)
 		return outs
 	})
 	if err != nil {

@@ -208,7 +208,7 @@ func TestTrainErrors(t *testing.T) {
 // scoring an embedding against them ignores it, while the anchor's counts
 // move that coordinate.
 func TestPopularityCoordinate(t *testing.T) {
-	for _, form := range []int{ActivityShared, ActivityTyped} {
+	for _, form := range []Activity{ActivityShared, ActivityTyped} {
 		t.Run(fmt.Sprintf("activity %d", form), func(t *testing.T) { testPopularityCoordinate(t, form) })
 	}
 }
@@ -218,7 +218,7 @@ func TestPopularityCoordinate(t *testing.T) {
 // anchor's counts, only the typed form has a per-type table and only the
 // shared form puts the counts in the anchor's token (a checkpoint of the
 // shared form loads and embeds as it was trained).
-func testPopularityCoordinate(t *testing.T, form int) {
+func testPopularityCoordinate(t *testing.T, form Activity) {
 	w := newSynthWorld(t, 30, 40, 4, 10, 2)
 	cfg := tinyConfig()
 	cfg.Model.Activity = form
