@@ -4,7 +4,7 @@
 # (seconds), serves it on a free loopback port with an API key in read-auth mode, opens /ui, goes
 # through every view and checks what the page shows against the API's own answers.
 # Screenshots go to $HIR_UI_ARTIFACTS (default out/ui-test); with --docs they are also copied to
-# docs/ui/ (the README's screenshots).
+# docs/ui/ (the screenshots docs/clients.md shows).
 # Exits 0 with a SKIP line when Chromium, node or npm is not installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
