@@ -95,6 +95,7 @@ type Engine struct {
 	textFailed bool
 	cache      *embedCache
 	batch      *embedBatcher
+	maps       mapCache // the map basis of the generation serving
 
 	cur atomic.Pointer[Served]
 

@@ -619,14 +619,21 @@ func (e *Engine) Vector(ctx context.Context, ref graph.Ref) ([]float32, *Served,
 	if s == nil {
 		return nil, nil, ErrNoGeneration
 	}
+	vec, err := e.vectorIn(ctx, s, ref)
+	return vec, s, err
+}
+
+// vectorIn returns the embedding of the stored entity ref in s, as
+// retrieval would use it now; ErrNotFound (wrapped) for an entity the
+// graph does not hold.
+func (e *Engine) vectorIn(ctx context.Context, s *Served, ref graph.Ref) ([]float32, error) {
 	id, ok := e.store.Lookup(ref)
 	if !ok {
-		return nil, s, fmt.Errorf("%w: unknown entity %s", ErrNotFound, ref)
+		return nil, fmt.Errorf("%w: unknown entity %s", ErrNotFound, ref)
 	}
 	asOf := serveTime(e.store)
-	events := e.store.Degree(id, asOf)
-	vec, _, err := e.storedVector(ctx, s, id, events, e.store.Degree(id, s.Gen.AsOf), false, asOf)
-	return vec, s, err
+	vec, _, err := e.storedVector(ctx, s, id, e.store.Degree(id, asOf), e.store.Degree(id, s.Gen.AsOf), false, asOf)
+	return vec, err
 }
 
 // Interest is one token of an entity's Bag of Meaning ([Engine.Interests]).

@@ -1,13 +1,10 @@
 package serving
 
 import (
-	"cmp"
 	"encoding/json"
 	"fmt"
 	"math"
 	"net/http"
-	"slices"
-	"strings"
 	"sync"
 
 	"github.com/hir-ads/hir/api"
@@ -26,27 +23,14 @@ const (
 	defaultMapPoints   = 1000
 	maxMapPoints       = 5000
 	maxProject         = 1000
-	mapBasisSample     = 4096
 	tokenSampleMembers = 3
 	memberTextBytes    = 200
 	maxTokenLevel      = 63
 )
 
-// mapBasis is the PCA basis of one generation's ad embeddings, fitted on
-// their first pca.Dim() coordinates: the encoder's (model.Config.EmbedDim),
-// the interests, without the appended spectral factors, whose longest rows
-// would otherwise pull the two components onto a few ads.
-type mapBasis struct {
-	gen *retrieval.Generation
-	pca *explore.PCA
-}
-
 // explorerCache holds what the explorer endpoints compute once per
-// generation: the map's basis and the training history. Safe for
-// concurrent use.
+// generation: the training history. Safe for concurrent use.
 type explorerCache struct {
-	basisMtx   sync.Mutex
-	basis      *mapBasis // basisMtx must be held
 	historyMtx sync.Mutex
 	history    *modelHistory // historyMtx must be held
 }
@@ -206,67 +190,18 @@ func (s *Server) ListEntityEvents(w http.ResponseWriter, r *http.Request, pType 
 	writeJSON(w, http.StatusOK, out)
 }
 
-// basisFor returns the map basis of cur's generation, fitting it on the
-// first call for that generation.
-func (s *Server) basisFor(r *http.Request, cur *retrieval.Served) (*mapBasis, error) {
-	s.explorerCache.basisMtx.Lock()
-	defer s.explorerCache.basisMtx.Unlock()
-	if b := s.explorerCache.basis; b != nil && b.gen == cur.Gen {
-		return b, nil
-	}
-	m := cur.Gen.Embeddings[graph.NodeAd]
-	if m == nil || m.Len() == 0 {
-		return nil, notFoundf("model %s has no ad embeddings to map", cur.Gen.Version)
-	}
-	dim := m.Dim
-	if cur.Gen.Model != nil {
-		dim = min(dim, cur.Gen.Model.Config().EmbedDim)
-	}
-	rows := explore.Spread(m.Len(), mapBasisSample)
-	vecs := make([][]float32, len(rows))
-	for i, row := range rows {
-		vecs[i] = m.Data[row*m.Dim : row*m.Dim+dim]
-	}
-	pca, err := explore.FitPCA(r.Context(), vecs)
-	if err != nil {
-		return nil, fmt.Errorf("fit map basis: %w", err)
-	}
-	b := &mapBasis{gen: cur.Gen, pca: pca}
-	s.explorerCache.basis = b
-	return b, nil
-}
-
-// mapPoint places vec with b and labels it with its coarse interest.
-func mapPoint(b *mapBasis, q *index.Quantizer, ref graph.Ref, vec []float32) (api.MapPoint, bool) {
-	x, y, ok := b.pca.Project(vec[:min(b.pca.Dim(), len(vec))])
-	if !ok {
-		return api.MapPoint{}, false
-	}
-	p := api.MapPoint{Type: api.NodeType(ref.Type.String()), Id: ref.ID, X: float32(x), Y: float32(y)}
-	if t, ok := coarseToken(q, vec); ok {
-		tok := formatToken(t)
-		p.Token = &tok
-		if cat := b.gen.Catalogue; cat != nil {
-			if info, ok := cat.Get(t); ok && info.Label != "" {
-				l := info.Label
-				p.Label = &l
-			}
+// apiMapPoint renders p for the API.
+func apiMapPoint(p retrieval.MapPoint) api.MapPoint {
+	out := api.MapPoint{Type: api.NodeType(p.Ref.Type.String()), Id: p.Ref.ID, X: p.X, Y: p.Y}
+	if p.HasToken {
+		tok := formatToken(p.Token)
+		out.Token = &tok
+		if p.Label != "" {
+			l := p.Label
+			out.Label = &l
 		}
 	}
-	return p, true
-}
-
-// coarseToken returns the level-0 token of vec's bag with the highest
-// weight.
-func coarseToken(q *index.Quantizer, vec []float32) (index.Token, bool) {
-	var best index.WeightedToken
-	found := false
-	for _, wt := range q.Bag(vec) {
-		if wt.Token.Level() == 0 && (!found || wt.Weight > best.Weight) {
-			best, found = wt, true
-		}
-	}
-	return best.Token, found
+	return out
 }
 
 // GetMap answers an evenly spaced sample of the served ads projected on the
@@ -277,48 +212,21 @@ func (s *Server) GetMap(w http.ResponseWriter, r *http.Request, params api.GetMa
 		s.writeProblem(w, r, err)
 		return
 	}
-	cur := s.engine.Current()
-	if cur == nil {
-		s.writeProblem(w, r, ErrNoSnapshot)
-		return
-	}
-	b, err := s.basisFor(r, cur)
+	m, err := s.engine.Map(r.Context(), limit)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
-	m := cur.Gen.Embeddings[graph.NodeAd]
-	q := cur.Live.Index.Quantizer()
-	ev := b.pca.Explained()
-	out := api.EmbeddingMap{ModelVersion: cur.Gen.Version, BasisSample: b.pca.SampleSize(), Total: m.Len(),
-		Method:            fmt.Sprintf("pca: top 2 principal components of %d sampled ad embeddings", b.pca.SampleSize()),
-		ExplainedVariance: []float32{float32(ev[0]), float32(ev[1])},
-		Points:            []api.MapPoint{}, Interests: []api.TokenRef{}}
-	counts := map[string]int{}
-	for _, row := range explore.Spread(m.Len(), limit) {
-		ref := s.store.Ref(graph.NodeID{Type: graph.NodeAd, Idx: m.Idx[row]})
-		p, ok := mapPoint(b, q, ref, m.Data[row*m.Dim:(row+1)*m.Dim])
-		if !ok {
-			continue
-		}
-		if p.Token != nil {
-			counts[*p.Token]++
-		}
-		out.Points = append(out.Points, p)
+	out := api.EmbeddingMap{ModelVersion: m.Version, BasisSample: m.BasisSample, Total: m.Total,
+		Method:            fmt.Sprintf("pca: top 2 principal components of %d sampled ad embeddings", m.BasisSample),
+		ExplainedVariance: []float32{float32(m.Explained[0]), float32(m.Explained[1])},
+		Points:            make([]api.MapPoint, len(m.Points)), Interests: make([]api.TokenRef, len(m.Interests))}
+	for i, p := range m.Points {
+		out.Points[i] = apiMapPoint(p)
 	}
-	for tok, n := range counts {
-		t, err := parseToken(tok)
-		if err != nil {
-			continue
-		}
-		out.Interests = append(out.Interests, tokenRef(cur.Gen.Catalogue, t, float32(n)/float32(len(out.Points))))
+	for i, in := range m.Interests {
+		out.Interests[i] = labelledTokenRef(in.Token, in.Label, in.Share)
 	}
-	slices.SortFunc(out.Interests, func(a, b api.TokenRef) int {
-		if c := cmp.Compare(*b.Weight, *a.Weight); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Token, b.Token)
-	})
 	writeJSON(w, http.StatusOK, out)
 }
 
@@ -363,33 +271,17 @@ func (s *Server) ProjectEntities(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	cur := s.engine.Current()
-	if cur == nil {
-		s.writeProblem(w, r, ErrNoSnapshot)
-		return
-	}
-	b, err := s.basisFor(r, cur)
+	version, points, missing, err := s.engine.Project(r.Context(), refs)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
-	out := api.ProjectResponse{ModelVersion: cur.Gen.Version, Points: []api.MapPoint{}, Missing: []api.Ref{}}
-	q := cur.Live.Index.Quantizer()
-	for _, ref := range refs {
-		vec, _, err := s.engine.Vector(r.Context(), ref)
-		if err != nil {
-			if isNotFound(err) {
-				out.Missing = append(out.Missing, apiRef(ref))
-				continue
-			}
-			s.writeProblem(w, r, err)
-			return
-		}
-		if p, ok := mapPoint(b, q, ref, vec); ok {
-			out.Points = append(out.Points, p)
-		} else {
-			out.Missing = append(out.Missing, apiRef(ref))
-		}
+	out := api.ProjectResponse{ModelVersion: version, Points: make([]api.MapPoint, len(points)), Missing: make([]api.Ref, len(missing))}
+	for i, p := range points {
+		out.Points[i] = apiMapPoint(p)
+	}
+	for i, ref := range missing {
+		out.Missing[i] = apiRef(ref)
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -1,4 +1,4 @@
-package serving
+package retrieval
 
 import (
 	"context"
@@ -10,10 +10,9 @@ import (
 	"github.com/hir-ads/hir/explore"
 	"github.com/hir-ads/hir/graph"
 	"github.com/hir-ads/hir/index"
-	"github.com/hir-ads/hir/retrieval"
 )
 
-// BenchmarkMapPoints measures what GET /v1/map costs per answer besides
+// BenchmarkMapPoints measures what [Engine.Map] (GET /v1/map) costs per answer besides
 // encoding: placing limit ads (projection plus the coarse interest from
 // each ad's bag) at the default model size (64-dimensional embeddings,
 // 16 / 64 / 256 prototypes, no residual level), whatever the number of ads
@@ -45,21 +44,21 @@ func BenchmarkMapPoints(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	vecs := make([][]float32, maxMapPoints)
+	vecs := make([][]float32, 5000)
 	for i := range vecs {
 		vecs[i] = unit()
 	}
-	pca, err := explore.FitPCA(context.Background(), vecs[:mapBasisSample])
+	pca, err := explore.FitPCA(context.Background(), vecs[:MapBasisSample])
 	if err != nil {
 		b.Fatal(err)
 	}
-	basis := &mapBasis{gen: &retrieval.Generation{}, pca: pca}
-	for _, n := range []int{defaultMapPoints, maxMapPoints} {
+	basis := &mapBasis{gen: &Generation{}, pca: pca}
+	for _, n := range []int{1000, 5000} {
 		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				for _, v := range vecs[:n] {
-					if _, ok := mapPoint(basis, q, graph.Ref{Type: graph.NodeAd, ID: "a1"}, v); !ok {
+					if _, ok := basis.point(q, nil, graph.Ref{Type: graph.NodeAd, ID: "a1"}, v); !ok {
 						b.Fatal("not projected")
 					}
 				}
