@@ -37,8 +37,16 @@
 // ([ErrConflict]) naming the event and what differs ([Log.AppendReplicated],
 // for batches another replica stored, drops it instead and counts it in
 // [AppendResult.Conflicts]). The seen ids and their payloads' 64-bit
-// fingerprints live in memory (24 bytes per id) and are rebuilt by replay.
+// fingerprints live in memory (24 bytes per id) and are rebuilt by replay
+// or read from the checkpoint.
 // Entities are upserts and are never dropped.
+//
+// Checkpoint: [Log.Checkpoint] writes the log's deduplication ids and the
+// caller's state (for HIR, the graph store) as of the last committed batch
+// into one file of the directory, atomically; [Open] with
+// [Options.Restore] reads it back and replays only the batches after it.
+// A checkpoint Open cannot use (bad checksum, missing segment, state the
+// caller refuses) is skipped with a warning and the whole log is replayed.
 //
 // Recovery: [Open] replays every segment in order. A torn tail — an
 // incomplete last write at the end of the last segment (short header or

@@ -5,14 +5,17 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/maphash"
+	"io"
 	"log/slog"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/cespare/xxhash/v2"
 
 	"github.com/hir-ads/hir/graph"
 )
@@ -75,6 +78,16 @@ type Options struct {
 	// RetryInterval is how often a failed log probes whether it can write
 	// again (default 1s).
 	RetryInterval time.Duration
+	// Restore, when set, makes Open start from the log's checkpoint
+	// ([Log.Checkpoint]) where there is a valid one: Open hands Restore a
+	// reader of the state the checkpoint holds, then replays only the
+	// batches after it. Restore decodes that state and returns commit,
+	// which Open calls once the whole checkpoint has checked out (its
+	// checksum is at its end); when Restore fails, or the checkpoint does
+	// not, commit is not called and Open replays every batch, as without
+	// Restore. Without Restore the checkpoint is not read (unless replay
+	// is nil: then only its ids are).
+	Restore func(r io.Reader) (commit func(), err error)
 }
 
 // OpenReport describes what Open found on disk.
@@ -96,6 +109,12 @@ type OpenReport struct {
 	Batches  int
 	Events   int
 	Entities int
+	// Checkpoint describes the checkpoint Open started from (Seq 0: none;
+	// Bytes, IDs and Elapsed describe its reading).
+	Checkpoint CheckpointInfo
+	// CheckpointSkipped says why a checkpoint in the directory was not
+	// used (empty when there is none or it was used).
+	CheckpointSkipped string
 }
 
 // AppendResult describes what Append stored.
@@ -160,6 +179,9 @@ type Stats struct {
 	Syncs   uint64
 	// IDs is the number of distinct event ids remembered for deduplication.
 	IDs int
+	// CheckpointSeq is the last batch the log's checkpoint covers, as
+	// restored by Open or written since (0: none known).
+	CheckpointSeq uint64
 }
 
 // Log is an open event log. Safe for concurrent use.
@@ -173,6 +195,7 @@ type Log struct {
 	closeMu  sync.RWMutex
 	closed   bool // closeMu must be held
 	queue    chan *request
+	ckpts    chan *checkpointReq
 	done     chan struct{} // closed when the writer has exited
 	closeErr error         // set by the writer before done is closed
 
@@ -250,6 +273,7 @@ func Open(ctx context.Context, opts Options, replay func(Batch) error) (*Log, Op
 		dir:    opts.Dir,
 		logger: opts.Logger.With("component", "eventlog", "dir", opts.Dir),
 		queue:  make(chan *request, queueLength),
+		ckpts:  make(chan *checkpointReq),
 		done:   make(chan struct{}),
 		seen:   newIDSet(),
 	}
@@ -280,7 +304,27 @@ func (l *Log) recover(ctx context.Context, rep *OpenReport, replay func(Batch) e
 	if err != nil {
 		return err
 	}
+	var ck *checkpointHead
+	if l.opts.Restore != nil || replay == nil {
+		start := time.Now()
+		ck, err = l.restoreCheckpoint(nums, l.opts.Restore)
+		switch {
+		case err != nil:
+			rep.CheckpointSkipped = err.Error()
+			l.logger.Warn("event log: checkpoint not used; replaying the whole log", "err", err)
+			l.seen = newIDSet()
+		case ck != nil:
+			rep.Checkpoint = CheckpointInfo{Seq: ck.seq, IDs: int(ck.ids), Elapsed: time.Since(start)}
+			l.stats.CheckpointSeq = ck.seq
+			if st, err := os.Stat(filepath.Join(l.dir, CheckpointFile)); err == nil {
+				rep.Checkpoint.Bytes = st.Size()
+			}
+		}
+	}
 	apply := func(b Batch) error {
+		if ck != nil && b.Seq <= ck.seq {
+			return nil // in the checkpoint
+		}
 		if rep.Batches%256 == 0 {
 			if err := ctx.Err(); err != nil {
 				return fmt.Errorf("replay: %w", err)
@@ -303,6 +347,15 @@ func (l *Log) recover(ctx context.Context, rep *OpenReport, replay func(Batch) e
 	}
 	for i, num := range nums {
 		path := filepath.Join(l.dir, segmentName(num))
+		if ck != nil && num < ck.segNum {
+			// Wholly in the checkpoint: neither read nor checked again.
+			st, err := os.Stat(path)
+			if err != nil {
+				return fmt.Errorf("stat segment: %w", err)
+			}
+			l.segs = append(l.segs, segmentAt{num: num, size: st.Size()})
+			continue
+		}
 		end, dmg, err := scanSegment(path, -1, &l.seq, apply)
 		if err != nil {
 			return err
@@ -330,6 +383,14 @@ func (l *Log) recover(ctx context.Context, rep *OpenReport, replay func(Batch) e
 				return err
 			}
 		}
+	}
+	if ck != nil && l.seq < ck.seq {
+		// The last batches the checkpoint holds were cut from the log's
+		// end (a damaged last record): the checkpoint keeps them, and new
+		// batches must follow them.
+		l.logger.Warn("event log: the checkpoint holds batches the log lacks; new batches follow the checkpoint's",
+			"checkpoint_seq", ck.seq, "log_seq", l.seq)
+		l.seq = ck.seq
 	}
 	if len(nums) == 0 {
 		return l.createSegment(1)
@@ -654,6 +715,10 @@ func (l *Log) writer() {
 		var ok bool
 		select {
 		case req, ok = <-l.queue:
+		case c := <-l.ckpts:
+			info, err := l.writeCheckpoint(c.state)
+			c.done <- checkpointResult{info: info, err: err}
+			continue
 		case <-retry:
 			l.recoverFailed()
 			continue
@@ -973,25 +1038,31 @@ func (l *Log) roll() error {
 	return l.createSegment(l.segNum + 1)
 }
 
-// idKey is a 128-bit hash of an event id. Keys are pointer-free, so a large
-// set costs the garbage collector nothing; with per-process random seeds a
+// idKey is a 128-bit keyed hash of an event id. Keys are pointer-free, so
+// a large set costs the garbage collector nothing; with random seeds a
 // collision needs about 2^64 ids.
 type idKey [2]uint64
 
 // idSet maps the key of each stored event id to its payload's fingerprint
-// (24 bytes an id).
+// (24 bytes an id). Its seeds are random per log and kept in its
+// checkpoint, so that the keys stay valid across restarts.
 type idSet struct {
-	s0, s1 maphash.Seed
+	s0, s1 uint64
 	m      map[idKey]uint64
 }
 
 func newIDSet() idSet {
-	return idSet{s0: maphash.MakeSeed(), s1: maphash.MakeSeed(), m: make(map[idKey]uint64)}
+	return idSet{s0: rand.Uint64(), s1: rand.Uint64(), m: make(map[idKey]uint64)}
 }
 
-func (s *idSet) key(id string) idKey {
-	return idKey{maphash.String(s.s0, id), maphash.String(s.s1, id)}
+func seeded(seed uint64, s string) uint64 {
+	var d xxhash.Digest
+	d.ResetWithSeed(seed)
+	_, _ = d.WriteString(s)
+	return d.Sum64()
 }
+
+func (s *idSet) key(id string) idKey        { return idKey{seeded(s.s0, id), seeded(s.s1, id)} }
 func (s *idSet) get(k idKey) (uint64, bool) { p, ok := s.m[k]; return p, ok }
 func (s *idSet) insert(k idKey, p uint64)   { s.m[k] = p }
 func (s *idSet) remove(k idKey)             { delete(s.m, k) }
@@ -1008,27 +1079,32 @@ var printFields = [...]string{"src", "dst", "type", "ts", "weight"}
 // same fingerprint with a chance of about 2^-40.
 func (s *idSet) print(ev *graph.Event) uint64 {
 	var parts [len(printFields)]uint64
-	var h maphash.Hash
-	h.SetSeed(s.s1)
+	var d xxhash.Digest
+	var b [8]byte
 	ref := func(r graph.Ref) uint64 {
-		h.Reset()
-		h.WriteByte(byte(r.Type))
-		h.WriteString(r.ID)
-		return h.Sum64()
+		d.ResetWithSeed(s.s1)
+		_, _ = d.Write([]byte{byte(r.Type)})
+		_, _ = d.WriteString(r.ID)
+		return d.Sum64()
+	}
+	num := func(v uint64) uint64 {
+		binary.LittleEndian.PutUint64(b[:], v)
+		d.ResetWithSeed(s.s1)
+		_, _ = d.Write(b[:])
+		return d.Sum64()
 	}
 	parts[0], parts[1] = ref(ev.Src), ref(ev.Dst)
-	parts[2] = maphash.Comparable(s.s1, ev.Type)
-	parts[3] = maphash.Comparable(s.s1, ev.TS)
-	parts[4] = maphash.Comparable(s.s1, math.Float32bits(ev.Weight))
-	h.Reset()
+	parts[2] = num(uint64(ev.Type))
+	parts[3] = num(uint64(ev.TS))
+	parts[4] = num(uint64(math.Float32bits(ev.Weight)))
+	d.ResetWithSeed(s.s1)
 	var fp uint64
-	var b [8]byte
 	for i, p := range parts {
 		binary.LittleEndian.PutUint64(b[:], p)
-		_, _ = h.Write(b[:])
+		_, _ = d.Write(b[:])
 		fp |= (p & 63) << (34 + 6*i)
 	}
-	return fp | h.Sum64()&(1<<34-1)
+	return fp | d.Sum64()&(1<<34-1)
 }
 
 // differing names the printFields parts in which fingerprints a and b

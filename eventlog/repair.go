@@ -3,6 +3,7 @@ package eventlog
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"os"
@@ -292,6 +293,11 @@ func walkLog(ctx context.Context, dir string, repair bool) (CheckReport, error) 
 		rep.Events += lay.events
 		rep.Damage = append(rep.Damage, lay.damage...)
 		if repair && len(lay.damage) > 0 {
+			// The checkpoint may hold a batch the rewrite drops; the next
+			// Open replays the repaired log whole instead.
+			if err := os.Remove(filepath.Join(dir, CheckpointFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return rep, fmt.Errorf("remove checkpoint: %w", err)
+			}
 			if err := rewriteSegment(path, data, lay.keep); err != nil {
 				return rep, err
 			}

@@ -46,6 +46,13 @@
 // view, feature dropout. SPD is the capped BFS distance inside the subgraph.
 // Results are deterministic for (seed, anchor, asOf, view).
 //
+// Checkpoint: [Store.WriteCheckpoint] writes the whole store (ids,
+// content, adjacency, idempotency ids) in a binary form and
+// [ReadCheckpoint] reads it back, checking every record, with each node
+// type's lists packed as [Store.Compact] packs them. The event log keeps
+// it as its checkpoint's state (eventlog's FORMAT.md), so a start does not
+// replay the whole log.
+//
 // Time windows: [SplitByTime] and [Window] split train/validation/test by
 // time; [ShuffleInBlocks] shuffles only within fixed time blocks.
 package graph

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -19,10 +20,19 @@ import (
 )
 
 // OpenStore opens (or creates) the event log in opts.Dir and replays it into
-// a new graph store: the state a [Server] starts from. The caller owns the
-// returned log (hand it to [New]).
+// a new graph store: the state a [Server] starts from. Where the log has a
+// checkpoint ([Server.Checkpoint]) the store is read from it and only the
+// batches after it are replayed (opts.Restore is set here). The caller owns
+// the returned log (hand it to [New]).
 func OpenStore(ctx context.Context, opts eventlog.Options, storeOpts graph.Options) (*eventlog.Log, *graph.Store, eventlog.OpenReport, error) {
 	store := graph.NewStore(storeOpts)
+	opts.Restore = func(r io.Reader) (func(), error) {
+		st, err := graph.ReadCheckpoint(r, storeOpts)
+		if err != nil {
+			return nil, err
+		}
+		return func() { store = st }, nil
+	}
 	log, rep, err := eventlog.Open(ctx, opts, func(b eventlog.Batch) error {
 		_, err := retrieval.ApplyToStore(store, b.Entities, b.Events)
 		return err
@@ -146,6 +156,9 @@ func (s *Server) ingest(ctx context.Context, b eventlog.Batch, replicated bool) 
 	if replicated {
 		appendFn = s.log.AppendReplicated
 	}
+	// A checkpoint waits for the batch to be in the log and the graph both.
+	s.ingestHold.RLock()
+	defer s.ingestHold.RUnlock()
 	res, err := appendFn(ctx, b)
 	if err != nil {
 		var conflict *eventlog.ConflictError
@@ -190,4 +203,50 @@ func (s *Server) ingest(ctx context.Context, b eventlog.Batch, replicated bool) 
 	s.logger.LogAttrs(ctx, slog.LevelDebug, "ingested", slog.Uint64("seq", res.Seq),
 		slog.Int("entities", res.Entities), slog.Int("events", res.Events), slog.Int("duplicates", res.Duplicates))
 	return out, nil
+}
+
+// Checkpoint writes the event log's checkpoint with the graph store as its
+// state ([eventlog.Log.Checkpoint], [graph.Store.WriteCheckpoint]):
+// the next [OpenStore] reads the store from it and replays only the
+// batches stored after it. Ingestion waits while it runs (the store must
+// hold exactly what the log holds); reads do not.
+func (s *Server) Checkpoint(ctx context.Context) (eventlog.CheckpointInfo, error) {
+	s.ingestHold.Lock()
+	defer s.ingestHold.Unlock()
+	info, err := s.log.Checkpoint(ctx, s.store.WriteCheckpoint)
+	if err != nil {
+		return info, fmt.Errorf("checkpoint: %w", err)
+	}
+	return info, nil
+}
+
+// checkpointIfBehind writes a checkpoint when the log holds batches the
+// last one lacks; a failure is logged (the log alone still holds every
+// batch).
+func (s *Server) checkpointIfBehind(ctx context.Context) {
+	st := s.log.Stats()
+	if s.opts.CheckpointEvery < 0 || st.LastSeq <= st.CheckpointSeq || s.log.Err() != nil {
+		return
+	}
+	if _, err := s.Checkpoint(ctx); err != nil {
+		s.logger.Error("write checkpoint; the next start replays more of the log", "err", err)
+	}
+}
+
+// runCheckpoints writes a checkpoint every Options.CheckpointEvery while
+// batches arrive, until ctx is done.
+func (s *Server) runCheckpoints(ctx context.Context) error {
+	if s.opts.CheckpointEvery < 0 {
+		return nil
+	}
+	tk := time.NewTicker(s.opts.CheckpointEvery)
+	defer tk.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tk.C:
+			s.checkpointIfBehind(ctx)
+		}
+	}
 }

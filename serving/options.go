@@ -24,6 +24,7 @@ const (
 	DefaultMaxBatchItems    int           = 50_000
 	DefaultMaxInFlight      int           = 64
 	DefaultMaxQueueWait     time.Duration = 50 * time.Millisecond
+	DefaultCheckpointEvery  time.Duration = 10 * time.Minute
 )
 
 // ErrBadOptions is returned by [New] for invalid options.
@@ -67,6 +68,13 @@ type Options struct {
 	BodyReadTimeout time.Duration
 	// ShutdownTimeout bounds the drain of in-flight requests (default 15s).
 	ShutdownTimeout time.Duration
+	// CheckpointEvery is how often [Server.Run] writes the event log's
+	// checkpoint (the graph store and the log's ids, [Server.Checkpoint])
+	// when batches were stored since the last one (default 10 min); it
+	// writes one at shutdown too, so that the next start replays only the
+	// log's tail. Ingestion waits while a checkpoint is written. Negative:
+	// never.
+	CheckpointEvery time.Duration
 
 	// RatePerSecond and RateBurst shape the token bucket of each API key or,
 	// without a key, each client IP (defaults 1000/s and 2000). A negative
@@ -123,6 +131,9 @@ func (o *Options) applyDefaults() error {
 	}
 	if o.ShutdownTimeout == 0 {
 		o.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if o.CheckpointEvery == 0 {
+		o.CheckpointEvery = DefaultCheckpointEvery
 	}
 	if o.RatePerSecond == 0 {
 		o.RatePerSecond = DefaultRatePerSecond

@@ -53,6 +53,9 @@ type Server struct {
 	trainer  atomic.Pointer[Trainer]
 	repl     atomic.Pointer[replication] // nil outside a cluster
 	draining atomic.Bool
+	// ingestHold is held for reading by each ingestion (log append and
+	// graph apply), for writing by a checkpoint.
+	ingestHold sync.RWMutex
 	// publishFailedAt is the time (unix ns) of the last failed publication
 	// to the cluster stream, 0 after a success (see clusterWritable).
 	publishFailedAt atomic.Int64
@@ -186,6 +189,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		}
 		return nil
 	})
+	g.Go(func() error { return s.runCheckpoints(gctx) })
 	if !s.runCluster(gctx, g.Go) {
 		if t := s.trainer.Load(); t != nil {
 			g.Go(func() error { return t.Run(gctx) })
@@ -216,6 +220,9 @@ func (s *Server) startDrain() {
 
 func (s *Server) close() error {
 	s.startDrain()
+	// A checkpoint now makes the next start replay nothing; in-flight
+	// ingestions finish first.
+	s.checkpointIfBehind(context.Background())
 	var errs []error
 	if err := s.log.Close(); err != nil && !errors.Is(err, eventlog.ErrClosed) {
 		errs = append(errs, fmt.Errorf("close event log: %w", err))

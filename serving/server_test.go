@@ -3,14 +3,18 @@ package serving
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hir-ads/hir/api"
 	"github.com/hir-ads/hir/eventlog"
+	"github.com/hir-ads/hir/graph"
 )
 
 func TestRecovererAnswersProblemWithoutInternals(t *testing.T) {
@@ -77,13 +81,82 @@ func TestRunShutsDownGracefully(t *testing.T) {
 	if _, err := srv.Ingest(context.Background(), eventlog.Batch{}); !errors.Is(err, ErrShuttingDown) {
 		t.Errorf("Ingest after shutdown = %v, want ErrShuttingDown", err)
 	}
-	// The fsynced batch is there on reopen.
+	// The fsynced batch is there on reopen, in the checkpoint the
+	// shutdown wrote: nothing is left to replay.
 	log2, st2, rep, err := OpenStore(context.Background(), eventlog.Options{Dir: dir}, graphOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer log2.Close()
-	if rep.Events != 1 || st2.NumEvents() != 1 {
-		t.Errorf("after restart: %+v, %d graph events; want 1", rep, st2.NumEvents())
+	if rep.Checkpoint.Seq != 1 || rep.Events != 0 || st2.NumEvents() != 1 {
+		t.Errorf("after restart: %+v, %d graph events; want 1 event, from the checkpoint", rep, st2.NumEvents())
 	}
+}
+
+// TestRestartFromCheckpoint: a server that wrote checkpoints (one while it
+// runs, one at shutdown) restarts from the last one with the same graph,
+// and the ids stored before it still deduplicate and still conflict.
+func TestRestartFromCheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	logOpts := eventlog.Options{Dir: dir, NoSync: true}
+	rs := runServer(t, logOpts, Options{CheckpointEvery: 50 * time.Millisecond})
+	c, err := api.NewClientWithResponses("http://" + rs.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	post := func(c *api.ClientWithResponses, body string) *api.PostEventsResponse {
+		t.Helper()
+		res, err := c.PostEventsWithBodyWithResponse(context.Background(), "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	if res := post(c, `{"events":[`+goodEvent+`]}`); res.JSON200 == nil {
+		t.Fatalf("post: %s", res.Body)
+	}
+	eventually(t, 5*time.Second, "a checkpoint while serving", func() bool { return rs.log.Stats().CheckpointSeq == 1 })
+	second := strings.ReplaceAll(strings.ReplaceAll(goodEvent, `"g1"`, `"g2"`), `"a1"`, `"a2"`)
+	if res := post(c, `{"events":[`+second+`]}`); res.JSON200 == nil {
+		t.Fatalf("post: %s", res.Body)
+	}
+	want := storeEdges(rs.srv.Store())
+	rs.cancel()
+	if err := <-rs.done; err != nil {
+		t.Fatal(err)
+	}
+
+	rs2 := runServer(t, logOpts, Options{CheckpointEvery: -1})
+	defer func() { rs2.cancel(); <-rs2.done }()
+	if got := storeEdges(rs2.srv.Store()); !slices.Equal(got, want) {
+		t.Fatalf("graph after restart = %v, want %v", got, want)
+	}
+	if st := rs2.log.Stats(); st.CheckpointSeq != 2 {
+		t.Fatalf("restarted from checkpoint %d, want the shutdown's (2)", st.CheckpointSeq)
+	}
+	c2, err := api.NewClientWithResponses("http://" + rs2.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := post(c2, `{"events":[`+goodEvent+`]}`); res.JSON200 == nil || res.JSON200.Duplicates != 1 || res.JSON200.Events != 0 {
+		t.Fatalf("replay of a checkpointed event: %s, want 1 duplicate", res.Body)
+	}
+	conflict := strings.Replace(goodEvent, `"ts":1700000000000`, `"ts":1700000000001`, 1)
+	if res := post(c2, `{"events":[`+conflict+`]}`); res.StatusCode() != http.StatusConflict {
+		t.Fatalf("conflicting replay: %d %s, want 409", res.StatusCode(), res.Body)
+	}
+	if got := storeEdges(rs2.srv.Store()); !slices.Equal(got, want) {
+		t.Fatalf("graph after the replays = %v, want %v", got, want)
+	}
+}
+
+// storeEdges lists every stored event of s as "src>dst@ts".
+func storeEdges(s *graph.Store) []string {
+	var out []string
+	s.ForEachEdge(0, math.MaxInt64, func(src graph.NodeID, e graph.Edge) bool {
+		out = append(out, fmt.Sprintf("%s>%s@%d", s.Ref(src), s.Ref(e.Nbr), e.TS))
+		return true
+	})
+	slices.Sort(out)
+	return out
 }

@@ -56,6 +56,8 @@ type serveConfig struct {
 	// defaults, 64 and 50ms; a negative maxInFlight turns it off).
 	maxInFlight  int
 	maxQueueWait time.Duration
+	// checkpointEvery is serving.Options.CheckpointEvery.
+	checkpointEvery time.Duration
 	// maxClockSkew is how far ahead of the server clock an event may be
 	// dated (0: serving's default, 1h; negative: no limit).
 	maxClockSkew time.Duration
@@ -114,6 +116,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	fs.IntVar(&cfg.rateBurst, "rate-burst", 0, "token-bucket burst of the rate limit (0: 2000)")
 	fs.IntVar(&cfg.maxInFlight, "max-inflight", serving.DefaultMaxInFlight, "requests handled at once; more wait up to --max-queue-wait, then get 503 with Retry-After (negative: no bound)")
 	fs.DurationVar(&cfg.maxQueueWait, "max-queue-wait", serving.DefaultMaxQueueWait, "how long a request waits for one of the --max-inflight slots before it is shed")
+	fs.DurationVar(&cfg.checkpointEvery, "checkpoint-every", serving.DefaultCheckpointEvery, "how often to checkpoint the graph and the log's ids while events arrive (also at shutdown), so that a start replays only the log's tail; negative: never")
 	fs.IntVar(&cfg.embedBatch, "embed-batch", retrieval.DefaultEmbedBatchMax, "most request-time embeddings (never-seen users, context events) of concurrent requests run in one forward call where GoMLX runs the encoder (XLA); the pure-Go backend's native forward pass embeds each in its own request (1: no batching)")
 	fs.BoolVar(&cfg.narrowView, "narrow-request-view", false, "embed request-time users from the model's narrow student view (faster; answers differ from the teacher view's)")
 	fs.Float64Var(&cfg.errorBand, "error-band", 0, errorBandUsage)
@@ -192,10 +195,11 @@ func serve(ctx context.Context, e *env, cfg serveConfig) error {
 	} else if len(removed) > 0 {
 		logger.Warn("removed what an interrupted model write left behind", "paths", removed)
 	}
-	logger.Info("event log replayed", "batches", rep.Batches, "events", store.NumEvents(), "elapsed", time.Since(start))
+	logger.Info("event log replayed", "checkpoint_seq", rep.Checkpoint.Seq, "checkpoint_bytes", rep.Checkpoint.Bytes,
+		"checkpoint_elapsed", rep.Checkpoint.Elapsed, "batches", rep.Batches, "events", store.NumEvents(), "elapsed", time.Since(start))
 	srv, err := serving.New(serving.Options{Logger: logger, APIKeys: cfg.apiKeys, ReadAuth: cfg.readAuth,
 		RatePerSecond: cfg.ratePerSecond, RateBurst: cfg.rateBurst, MaxClockSkew: cfg.maxClockSkew,
-		MaxInFlight: cfg.maxInFlight, MaxQueueWait: cfg.maxQueueWait,
+		MaxInFlight: cfg.maxInFlight, MaxQueueWait: cfg.maxQueueWait, CheckpointEvery: cfg.checkpointEvery,
 		Retrieval: retrieval.Options{Rank: cfg.prior.options(), Weights: cfg.prior.weights(), CalibratedPrior: !cfg.prior.weightSet,
 			Build:        cfg.build(logger),
 			TextIndexDir: filepath.Join(cfg.dataDir, textIndexDir),
