@@ -40,7 +40,7 @@ go test -count=1 -timeout 20m "$@" ./...
 fuzztime="${HIR_FUZZTIME:-3000x}"
 if [[ "$fuzztime" != "0" && "$fuzztime" != "0s" && "$fuzztime" != "0x" ]]; then
 	for target in \
-		./eventlog:FuzzDecodeBatch ./eventlog:FuzzSegment \
+		./eventlog:FuzzDecodeBatch ./eventlog:FuzzSegment ./graph:FuzzReadCheckpoint \
 		./dataset:FuzzReadJSONL \
 		./index:FuzzReadSnapshot ./index:FuzzParseFilter \
 		./serving:FuzzDecodeEvents ./serving:FuzzDecodeEntities ./serving:FuzzDecodeRetrieve \
