@@ -1,6 +1,7 @@
 package retrieval
 
 import (
+	"errors"
 	"context"
 	"fmt"
 	"os"
@@ -82,7 +83,7 @@ func trainedTiny(t *testing.T) (*graph.Store, string, *model.Model) {
 // without overriding the checkpoint.
 func TestOpenVersion(t *testing.T) {
 	ctx := context.Background()
-	store, dir, m := trainedTiny(t)
+	store, dir, _ := trainedTiny(t)
 	opts := BuildOptions{Quantizer: index.QuantizerOptions{ResidualCodes: 4, Seed: 1}}
 	st, err := os.Stat(filepath.Join(dir, model.FileMetrics))
 	if err != nil {
@@ -91,7 +92,7 @@ func TestOpenVersion(t *testing.T) {
 	t.Chdir(filepath.Dir(dir))
 	rel := filepath.Base(dir)
 
-	s, err := OpenVersion(ctx, m, store, rel, nil, opts)
+	s, err := OpenVersion(ctx, store, rel, nil, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,12 +101,19 @@ func TestOpenVersion(t *testing.T) {
 	}
 
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	s, err = OpenVersion(ctx, m, store, dir, &Announced{TrainedAt: at, Metrics: map[string]float64{"val_window_auc": 0.7, "steps": 99}}, opts)
+	s, err = OpenVersion(ctx, store, dir, &Announced{TrainedAt: at, Metrics: map[string]float64{"val_window_auc": 0.7, "steps": 99}}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !s.Gen.TrainedAt.Equal(at) || s.Gen.Metrics["val_window_auc"] != 0.7 || s.Gen.Metrics["steps"] != 2 {
 		t.Errorf("announced: trained at %v, metrics %v; want the announcement's time and val_window_auc, the checkpoint's steps", s.Gen.TrainedAt, s.Gen.Metrics)
+	}
+
+	if err := os.WriteFile(filepath.Join(dir, model.FileConfig), []byte("{"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenVersion(ctx, store, dir, nil, opts); !errors.Is(err, ErrBadVersion) || !errors.Is(err, model.ErrCorrupt) {
+		t.Errorf("a damaged model: err %v, want ErrBadVersion and model.ErrCorrupt", err)
 	}
 }
 

@@ -25,6 +25,9 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrBadOptions marks invalid engine options.
 	ErrBadOptions = errors.New("bad retrieval options")
+	// ErrBadVersion marks a model version whose model does not load
+	// ([OpenVersion]).
+	ErrBadVersion = errors.New("model version does not load")
 	// errNoModel reports an operation that needs the generation's model.
 	errNoModel = errors.New("the served generation has no model for cold-start embedding")
 )
@@ -95,7 +98,8 @@ type Engine struct {
 	textFailed bool
 	cache      *embedCache
 	batch      *embedBatcher
-	maps       mapCache // the map basis of the generation serving
+	maps       mapCache     // the map basis of the generation serving
+	history    historyCache // the training curve of the generation serving
 
 	cur atomic.Pointer[Served]
 

@@ -21,17 +21,23 @@ type Announced struct {
 	Metrics   map[string]float64
 }
 
-// OpenVersion opens model version m, loaded from its checkpoint directory
-// dir, for serving over store as it is now ([Open] as of store.MaxTS()),
-// and describes it by its checkpoint: Gen.Dir is dir made absolute,
-// Gen.TrainedAt the time its training metrics were written, and Gen.Metrics
-// hold those metrics (steps, train_events, train_loss, val_loss,
-// val_engagement_auc). ann, when not nil, is what a registry announced of
-// the version: its TrainedAt, when set, and its metrics fill in what the
-// checkpoint does not say. `hir serve` opens the version it starts with so,
-// and a replica the version another replica announces; what it returns is
-// not changed after.
-func OpenVersion(ctx context.Context, m *model.Model, store *graph.Store, dir string, ann *Announced, opts BuildOptions) (*Served, error) {
+// OpenVersion loads the model version in its checkpoint directory dir and
+// opens it for serving over store as it is now ([Open] as of
+// store.MaxTS()), and describes it by its checkpoint: Gen.Dir is dir made
+// absolute, Gen.TrainedAt the time its training metrics were written, and
+// Gen.Metrics hold those metrics (steps, train_events, train_loss,
+// val_loss, val_engagement_auc). ann, when not nil, is what a registry
+// announced of the version: its TrainedAt, when set, and its metrics fill
+// in what the checkpoint does not say. `hir serve` opens the version it
+// starts with so, and a replica the version another replica announces;
+// what it returns is not changed after. A version whose model does not
+// load fails with an error wrapping ErrBadVersion and the load's error
+// (model.ErrCorrupt, fs.ErrNotExist, ...).
+func OpenVersion(ctx context.Context, store *graph.Store, dir string, ann *Announced, opts BuildOptions) (*Served, error) {
+	m, err := model.Load(dir)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrBadVersion, dir, err)
+	}
 	s, err := Open(ctx, m, store, dir, store.MaxTS(), opts)
 	if err != nil {
 		return nil, fmt.Errorf("build generation of %s: %w", m.Version(), err)

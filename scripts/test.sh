@@ -30,6 +30,12 @@ fi
 go build ./...
 go vet ./...
 bash scripts/check-generated.sh
+# The layering (docs/develop.md): the HTTP layer reads the served state only through
+# the retrieval engine, so serving imports none of the packages below it.
+if below=$(go list -f '{{join .Imports "\n"}}' ./serving | grep -E '^github.com/hir-ads/hir/(index|model|rank)$'); then
+	echo "test.sh: serving imports $below; read through retrieval.Engine instead (docs/develop.md)" >&2
+	exit 1
+fi
 go test -count=1 -timeout 20m "$@" ./...
 (cd tools/curve && go vet ./... && go test -count=1 ./...) # the curve plotter, a module of its own
 # A bounded fuzz run of the decoders of untrusted input: HIR_FUZZTIME per

@@ -5,12 +5,11 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"sync"
+	"time"
 
 	"github.com/hir-ads/hir/api"
 	"github.com/hir-ads/hir/explore"
 	"github.com/hir-ads/hir/graph"
-	"github.com/hir-ads/hir/index"
 	"github.com/hir-ads/hir/retrieval"
 )
 
@@ -27,13 +26,6 @@ const (
 	memberTextBytes    = 200
 	maxTokenLevel      = 63
 )
-
-// explorerCache holds what the explorer endpoints compute once per
-// generation: the training history. Safe for concurrent use.
-type explorerCache struct {
-	historyMtx sync.Mutex
-	history    *modelHistory // historyMtx must be held
-}
 
 // pageParams validates the optional limit (default def, at most max) and
 // cursor parameters of a paged or sampled list.
@@ -75,7 +67,7 @@ func (s *Server) ListTokens(w http.ResponseWriter, r *http.Request, params api.L
 		}
 		level = *params.Level
 	}
-	var parent *index.Token
+	var parent *retrieval.Token
 	if params.Parent != nil {
 		p, err := parseToken(*params.Parent)
 		if err != nil {
@@ -285,3 +277,6 @@ func (s *Server) ProjectEntities(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, out)
 }
+
+// msTime converts unix milliseconds to a UTC time.
+func msTime(ms int64) time.Time { return time.UnixMilli(ms).UTC() }

@@ -12,7 +12,6 @@ import (
 	"github.com/hir-ads/hir/api"
 	"github.com/hir-ads/hir/eventlog"
 	"github.com/hir-ads/hir/graph"
-	"github.com/hir-ads/hir/index"
 	"github.com/hir-ads/hir/retrieval"
 )
 
@@ -167,7 +166,7 @@ func classify(err error) (status int, slug, title string) {
 		return http.StatusServiceUnavailable, "timeout", "Request timed out"
 	case errors.Is(err, ErrBadRequest), errors.Is(err, retrieval.ErrBadRequest), errors.As(err, &itemErr), errors.As(err, &syntaxErr),
 		errors.As(err, &typeErr), errors.As(err, &paramErr), errors.As(err, &reqParamErr),
-		errors.Is(err, index.ErrBadFilter), errors.Is(err, index.ErrBadQuery), errors.Is(err, index.ErrBadTextQuery),
+		errors.Is(err, retrieval.ErrBadFilter), errors.Is(err, retrieval.ErrBadQuery), errors.Is(err, retrieval.ErrBadTextQuery),
 		isGraphValidation(err):
 		return http.StatusBadRequest, "bad-request", "Bad request"
 	case errors.Is(err, context.Canceled):
@@ -338,4 +337,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// isNotFound reports whether err means an unknown entity, token or route.
+func isNotFound(err error) bool {
+	return errors.Is(err, ErrNotFound) || errors.Is(err, retrieval.ErrNotFound)
 }

@@ -15,8 +15,6 @@ import (
 
 	"github.com/hir-ads/hir/api"
 	"github.com/hir-ads/hir/graph"
-	"github.com/hir-ads/hir/index"
-	"github.com/hir-ads/hir/rank"
 	"github.com/hir-ads/hir/retrieval"
 )
 
@@ -101,9 +99,9 @@ func decodeRetrieve(body []byte) (*retrieveParams, error) {
 		max  float64
 		dst  **float32
 	}{
-		{"prior_weight", raw.PriorWeight, rank.MaxPriorWeight, &req.Weights.Prior},
-		{"coengagement_weight", raw.CoEngageWeight, rank.MaxCoEngageWeight, &req.Weights.CoEngagement},
-		{"new_ad_share", raw.NewAdShare, rank.MaxNewAdShare, &req.Weights.NewAdShare},
+		{"prior_weight", raw.PriorWeight, retrieval.MaxPriorWeight, &req.Weights.Prior},
+		{"coengagement_weight", raw.CoEngageWeight, retrieval.MaxCoEngageWeight, &req.Weights.CoEngagement},
+		{"new_ad_share", raw.NewAdShare, retrieval.MaxNewAdShare, &req.Weights.NewAdShare},
 	} {
 		if f.v == nil {
 			continue
@@ -121,7 +119,7 @@ func decodeRetrieve(body []byte) (*retrieveParams, error) {
 		return nil, err
 	}
 	if len(raw.Filter) > 0 && string(raw.Filter) != "null" {
-		f, err := index.ParseFilter(raw.Filter)
+		f, err := retrieval.ParseFilter(raw.Filter)
 		if err != nil {
 			return nil, badRequestf("filter: %v", err)
 		}
@@ -253,10 +251,9 @@ func (s *Server) retrieveResponse(res *retrieval.Response, explain bool) api.Ret
 	fresh, newUser := res.FreshUser, res.NewUser
 	out := api.RetrieveResponse{ModelVersion: res.Version, FreshUser: &fresh, NewUser: &newUser,
 		Candidates: make([]api.Candidate, 0, len(res.Candidates))}
-	cat := res.Catalogue
-	var weights map[index.Token]float32 // the query tokens' weights, for explanations
+	var weights map[retrieval.Token]float32 // the query tokens' weights, for explanations
 	if explain {
-		weights = make(map[index.Token]float32, len(res.Bag))
+		weights = make(map[retrieval.Token]float32, len(res.Bag))
 		for _, wt := range res.Bag {
 			weights[wt.Token] = wt.Weight
 		}
@@ -270,7 +267,7 @@ func (s *Server) retrieveResponse(res *retrieval.Response, explain bool) api.Ret
 		if explain {
 			toks := make([]api.TokenRef, 0, len(c.Tokens))
 			for _, t := range c.Tokens {
-				toks = append(toks, tokenRef(cat, t, weights[t]))
+				toks = append(toks, labelledTokenRef(t, res.Label(t), weights[t]))
 			}
 			ac.Tokens = &toks
 			ac.Parts = &api.ScoreParts{Similarity: c.Parts.Similarity, Prior: c.Parts.Prior, Coengagement: c.Parts.Boost}
@@ -284,20 +281,9 @@ func (s *Server) retrieveResponse(res *retrieval.Response, explain bool) api.Ret
 	return out
 }
 
-// tokenRef describes token t with its label from cat (nil: none).
-func tokenRef(cat *index.Catalogue, t index.Token, weight float32) api.TokenRef {
-	label := ""
-	if cat != nil {
-		if info, ok := cat.Get(t); ok {
-			label = info.Label
-		}
-	}
-	return labelledTokenRef(t, label, weight)
-}
-
 // labelledTokenRef describes token t with its label ("": none) and weight
 // (0: none).
-func labelledTokenRef(t index.Token, label string, weight float32) api.TokenRef {
+func labelledTokenRef(t retrieval.Token, label string, weight float32) api.TokenRef {
 	tr := api.TokenRef{Token: formatToken(t), Level: t.Level()}
 	if label != "" {
 		tr.Label = &label
@@ -310,12 +296,12 @@ func labelledTokenRef(t index.Token, label string, weight float32) api.TokenRef 
 }
 
 // formatToken renders t as the API's "level.code".
-func formatToken(t index.Token) string {
+func formatToken(t retrieval.Token) string {
 	return strconv.Itoa(t.Level()) + "." + strconv.Itoa(t.Code())
 }
 
 // parseToken parses the API's "level.code".
-func parseToken(s string) (index.Token, error) {
+func parseToken(s string) (retrieval.Token, error) {
 	l, c, ok := strings.Cut(s, ".")
 	if !ok {
 		return 0, badRequestf("token %q: want \"level.code\"", s)
@@ -325,7 +311,7 @@ func parseToken(s string) (index.Token, error) {
 	if err1 != nil || err2 != nil {
 		return 0, badRequestf("token %q: want \"level.code\" with decimal integers", s)
 	}
-	t, ok := index.MakeToken(level, code)
+	t, ok := retrieval.MakeToken(level, code)
 	if !ok {
 		return 0, badRequestf("token %q: level or code out of range", s)
 	}

@@ -12,7 +12,6 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/hir-ads/hir/eventlog"
-	"github.com/hir-ads/hir/model"
 	"github.com/hir-ads/hir/retrieval"
 	"github.com/hir-ads/hir/serving/cluster"
 )
@@ -236,16 +235,15 @@ func (s *Server) hotSwap(ctx context.Context, r *replication, info cluster.Model
 	defer func() {
 		s.tel.clusterReloads.Add(context.WithoutCancel(ctx), 1, metric.WithAttributes(attribute.String("outcome", outcome)))
 	}()
-	m, err := model.Load(dir)
-	if err != nil {
+	build := r.opts.Build
+	build.PersistDir = "" // the directory is the publisher's: read its files (if they match this graph), never write
+	next, err := retrieval.OpenVersion(ctx, s.store, dir, &retrieval.Announced{TrainedAt: info.TrainedAt, Metrics: info.Metrics}, build)
+	if errors.Is(err, retrieval.ErrBadVersion) {
 		outcome = "failed"
 		s.logger.Error("load model announced by the cluster (model directories must be on a filesystem every replica reads)",
 			"version", info.Version, "dir", dir, "publisher", info.Publisher, "err", err)
 		return
 	}
-	build := r.opts.Build
-	build.PersistDir = "" // the directory is the publisher's: read its files (if they match this graph), never write
-	next, err := retrieval.OpenVersion(ctx, m, s.store, dir, &retrieval.Announced{TrainedAt: info.TrainedAt, Metrics: info.Metrics}, build)
 	if err == nil {
 		err = s.Publish(ctx, next)
 	}

@@ -44,8 +44,6 @@ type Server struct {
 	keyHashes [][sha256.Size]byte
 	handler   http.Handler
 
-	explorerCache explorerCache
-
 	closeOnce sync.Once
 	closeErr  error
 
@@ -306,25 +304,30 @@ func (s *Server) GetModel(w http.ResponseWriter, r *http.Request) {
 		running := t.Running()
 		st.Training = &running
 	}
-	if cur := s.engine.Current(); cur != nil {
+	if m, err := s.engine.Model(); err == nil {
 		st.Ready = true
-		v := cur.Gen.Version
-		st.Version = &v
-		at := cur.Gen.TrainedAt.UTC()
+		st.Version = &m.Version
+		at := m.TrainedAt.UTC()
 		st.TrainedAt = &at
-		n := cur.IndexSize()
-		st.IndexSize = &n
-		if len(cur.Gen.Metrics) > 0 {
-			m := make(map[string]float32, len(cur.Gen.Metrics))
-			for k, v := range cur.Gen.Metrics {
-				m[k] = float32(v)
+		st.IndexSize = &m.IndexSize
+		if len(m.Metrics) > 0 {
+			mm := make(map[string]float32, len(m.Metrics))
+			for k, v := range m.Metrics {
+				mm[k] = float32(v)
 			}
-			st.Metrics = &m
+			st.Metrics = &mm
 		}
-		h := s.historyFor(cur.Gen)
-		st.History = &h.points
-		if h.entropy != nil {
-			st.UsageEntropy = &h.entropy
+		points := make([]api.TrainingPoint, len(m.History))
+		for i, p := range m.History {
+			points[i] = api.TrainingPoint{Version: p.Version, Step: p.Step, Loss: p.Loss, ValLoss: p.ValLoss, ValAuc: p.ValAUC}
+			if p.UsageEntropy != nil {
+				e := p.UsageEntropy
+				points[i].UsageEntropy = &e
+			}
+		}
+		st.History = &points
+		if m.UsageEntropy != nil {
+			st.UsageEntropy = &m.UsageEntropy
 		}
 	}
 	writeJSON(w, http.StatusOK, st)

@@ -345,11 +345,8 @@ func connectCluster(ctx context.Context, cfg serveConfig, logger *slog.Logger) (
 // server answers retrieval with 503 until one is trained.
 func publishStored(ctx context.Context, srv *serving.Server, dataDir string, build retrieval.BuildOptions) error {
 	logger := build.Logger
-	var dir string
-	var m *model.Model
-	for m == nil {
-		var err error
-		dir, err = model.LatestVersionDir(dataDir)
+	for {
+		dir, err := model.LatestVersionDir(dataDir)
 		if errors.Is(err, model.ErrNoCheckpoint) {
 			logger.Warn("no model yet: retrieval answers 503 until one is trained (POST /v1/model/train or `hir train`)")
 			return nil
@@ -357,8 +354,9 @@ func publishStored(ctx context.Context, srv *serving.Server, dataDir string, bui
 		if err != nil {
 			return err
 		}
-		m, err = model.Load(dir)
-		if errors.Is(err, model.ErrCorrupt) || errors.Is(err, fs.ErrNotExist) {
+		build.PersistDir = dir
+		next, err := retrieval.OpenVersion(ctx, srv.Store(), dir, nil, build)
+		if errors.Is(err, retrieval.ErrBadVersion) && (errors.Is(err, model.ErrCorrupt) || errors.Is(err, fs.ErrNotExist)) {
 			// A damaged version is derived data: move it aside and serve
 			// the previous one rather than nothing.
 			moved, qerr := model.Quarantine(dir)
@@ -369,15 +367,10 @@ func publishStored(ctx context.Context, srv *serving.Server, dataDir string, bui
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("load model %s: %w", dir, err)
+			return err
 		}
+		return srv.Publish(ctx, next)
 	}
-	build.PersistDir = dir
-	next, err := retrieval.OpenVersion(ctx, m, srv.Store(), dir, nil, build)
-	if err != nil {
-		return err
-	}
-	return srv.Publish(ctx, next)
 }
 
 // forceExitOnSecondSignal makes a SIGINT or SIGTERM received after ctx is
