@@ -1,8 +1,8 @@
 package retrieval
 
 import (
-	"errors"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"

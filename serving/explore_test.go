@@ -494,4 +494,3 @@ func TestUIServed(t *testing.T) {
 		})
 	}
 }
-
