@@ -63,5 +63,5 @@
 // pure functions over a ranked list and a relevant set.
 //
 // Output. [Report] marshals to JSON ([Report.WriteJSON]) and renders as
-// Markdown ([Report.Markdown]). See docs/evaluation.md for measured numbers.
+// Markdown ([Report.Markdown]). See docs/evaluation-log.md for measured numbers.
 package eval

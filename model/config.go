@@ -42,7 +42,7 @@ type Config struct {
 	// adds the rows of two hashes of its id (so memory stays bounded
 	// whatever the vocabulary), beside the deep hash embedding. Negative
 	// (the default): no table (a checkpoint written before the table
-	// existed loads so). 1<<14 rows were measured (docs/evaluation.md).
+	// existed loads so). 1<<14 rows were measured (docs/evaluation-log.md).
 	IDRows int `json:"id_rows"`
 	// Activity, when positive, adds every token's recent and total
 	// engagement counts as of the subgraph's time (graph.Subgraph.Activity)
@@ -139,11 +139,11 @@ func (c Config) ServedDim() int { return c.EmbedDim + max(c.Spectral, 0) }
 const maxSpectral = 512
 
 // DefaultSpectralProfileDays is Config.SpectralProfileDays' default, chosen
-// on the MovieLens-100K validation window (docs/evaluation.md).
+// on the MovieLens-100K validation window (docs/evaluation-log.md).
 const DefaultSpectralProfileDays = 7
 
 // DefaultSpectralHalfLifeDays is Config.SpectralHalfLifeDays' default, chosen
-// on the MovieLens-100K validation window (docs/evaluation.md): 60 days
+// on the MovieLens-100K validation window (docs/evaluation-log.md): 60 days
 // read lower on every chrono figure of the service and the embeddings
 // alone, 7 and 3 lower still on the embeddings alone.
 const DefaultSpectralHalfLifeDays = 21

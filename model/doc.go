@@ -43,7 +43,7 @@
 //     metrics.go (progress and validation), version.go and checkpoint.go
 //     (versions on disk), infer.go (inference), native.go (the native
 //     forward pass).
-//   - Opt-in levers (off by default, measured in docs/evaluation.md):
+//   - Opt-in levers (off by default, measured in docs/evaluation-log.md):
 //     Config.IDRows (per-id hashed rows beside the deep hash embedding) and
 //     TrainConfig.Negatives (a queue of earlier destinations in a
 //     log-popularity-corrected sampled softmax, replacing the random negative

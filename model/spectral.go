@@ -676,7 +676,7 @@ func fitSpectral(ctx gocontext.Context, store *graph.Store, sm *graph.Sampler, f
 	// length how much of the engagement it holds: a user's fold-in scores
 	// an ad its history shares many users with above a rare ad that shares
 	// a few (unit rows lose that, and with it the test windows' ads, which
-	// are mostly popular ones: docs/evaluation.md, "Spectral factors").
+	// are mostly popular ones: docs/evaluation-log.md, "Spectral factors").
 	rev := mat.NewDense(p, p, nil)
 	for j := range p {
 		s := math.Sqrt(max(vals[p-1-j], 0))

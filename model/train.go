@@ -66,7 +66,7 @@ type TrainConfig struct {
 	// batch's own destinations, with a log-popularity correction; the queue
 	// replaces the P random nodes a step otherwise encodes as negatives.
 	// 0 or negative (the default): no queue; random nodes and the plain
-	// in-batch alignment loss. 1024 was measured (docs/evaluation.md).
+	// in-batch alignment loss. 1024 was measured (docs/evaluation-log.md).
 	Negatives int `json:"negatives"`
 	// LogQ, LogQOn (the default), corrects the in-batch alignment losses
 	// for how their candidates were sampled (see alignLoss), so that
@@ -137,13 +137,13 @@ func (c TrainConfig) WithDefaults() TrainConfig {
 
 // DefaultSteps is the default length of a training run: on MovieLens-100K
 // and on a 5k-user / 10k-ad synthetic world it takes under 3 minutes on 2
-// cores (docs/evaluation.md, "Anchors alone at one token").
+// cores (docs/evaluation-log.md, "Anchors alone at one token").
 const DefaultSteps = 180
 
 // defaultTeacherNodes is the teacher view's default subgraph size in
 // training (the sampler's own default is 32): half the tokens for about
 // 1.5x the steps per second, at equal quality per step on the validation
-// windows (docs/evaluation.md).
+// windows (docs/evaluation-log.md).
 const defaultTeacherNodes = 16
 
 // trainer holds the state of one training run.

@@ -12,7 +12,7 @@ import (
 )
 
 // Defaults of the co-engagement term, chosen on the validation window of
-// MovieLens-100K (docs/evaluation.md).
+// MovieLens-100K (docs/evaluation-log.md).
 const (
 	// DefaultCoEngageWindow: two ads are co-engaged when a user engaged
 	// with both (click or deeper) with fewer than this many of the user's

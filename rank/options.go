@@ -9,7 +9,7 @@ import (
 var ErrBadOptions = errors.New("bad ranking settings")
 
 // Limits and defaults of the re-rank weights. The defaults were chosen on
-// the validation windows of MovieLens-100K (docs/evaluation.md).
+// the validation windows of MovieLens-100K (docs/evaluation-log.md).
 const (
 	DefaultPriorWeight    = 1.5
 	DefaultCoEngageWeight = 5

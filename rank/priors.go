@@ -16,7 +16,7 @@ import (
 )
 
 // Defaults of the engagement priors, chosen on the validation windows of
-// MovieLens-100K and of a synthetic ads world (docs/evaluation.md).
+// MovieLens-100K and of a synthetic ads world (docs/evaluation-log.md).
 const (
 	// DefaultPriorHalfLife is the half-life of an engagement's weight in an
 	// ad's count.

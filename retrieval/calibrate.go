@@ -25,14 +25,14 @@ const (
 	// drift: on MovieLens-100K the 10% before the validation window
 	// ranked best without the prior (0), the validation window itself
 	// with it (1.5), and the latest 5% chose 0.5, nearer to it
-	// (docs/evaluation.md).
+	// (docs/evaluation-log.md).
 	DefaultCalibrateRecent = 0.05
 )
 
 // DefaultCalibratePriorWeights are the prior weights [Calibrate] tries.
 // Above 2 the MovieLens-100K validation window's next-event hit rate fell
 // (replay hit@20 0.291 at 2, 0.257 at 4), which the calibration, scoring
-// the horizon, does not see (docs/evaluation.md).
+// the horizon, does not see (docs/evaluation-log.md).
 // Each call returns a new slice.
 func DefaultCalibratePriorWeights() []float32 { return []float32{0, 0.125, 0.25, 0.5, 1, 1.5, 2} }
 
@@ -44,7 +44,7 @@ func DefaultCalibratePriorWeights() []float32 { return []float32{0, 0.125, 0.25,
 // launches outdraw their siblings: on the synthetic world, whose
 // impressions go to live ads of a user's interests whatever their age, a
 // test window of 4.8 days read best at 4; MovieLens' validation window
-// at 1 (4 halved its recall; docs/evaluation.md).
+// at 1 (4 halved its recall; docs/evaluation-log.md).
 // Each call returns a new slice.
 func DefaultCalibrateNewAdScales() []float32 { return []float32{1, 2, 4} }
 
@@ -150,7 +150,7 @@ var ErrNotCalibrated = errors.New("not calibrated")
 // users does not explain. Both depend on the data: on MovieLens
 // popularity predicts much of what a user watches next, in a catalogue of
 // planted interests almost nothing, and there new ads draw much of the
-// engagement (docs/evaluation.md).
+// engagement (docs/evaluation-log.md).
 func Calibrate(ctx context.Context, m *model.Model, store *graph.Store, o CalibrateOptions) (*model.Calibration, error) {
 	start := time.Now()
 	o.applyDefaults()

@@ -473,7 +473,7 @@ func interleaveNewAds(hits, newHits []index.Hit, isNew func(uint32) bool, k int,
 // counts in the embeddings' score, as the prior weight does for the
 // counted prior: on MovieLens it is worth a tenth of the recall, in the
 // synthetic world of planted interests it costs a sixth
-// (docs/evaluation.md).
+// (docs/evaluation-log.md).
 func (e *Engine) PopularityWeight() float32 { return popularityWeight(e.cur.Load()) }
 
 func popularityWeight(s *Served) float32 {
