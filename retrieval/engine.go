@@ -242,17 +242,34 @@ func (e *Engine) Publish(ctx context.Context, s *Served) error {
 	defer e.applyMu.Unlock()
 	start := time.Now()
 	now := max(s.Gen.AsOf, e.store.MaxTS())
+	// The counters read only the graph, which holds still under applyMu:
+	// they are counted beside the catch-up of the index.
+	var priors *rank.Priors
+	var co *rank.CoEngagement
+	var countTime time.Duration
+	counted := make(chan struct{})
+	go func() {
+		defer close(counted)
+		t := time.Now()
+		priors = rank.NewPriors(e.store, s.Gen.AsOf, now, e.opts.Rank)
+		co = rank.NewCoEngagement(e.store, now, e.opts.Rank)
+		countTime = time.Since(t)
+	}()
+	var catchUpTime time.Duration
 	if s.Gen.Model != nil {
+		t := time.Now()
 		n, err := catchUpIndex(ctx, s, e.store, serveTime(e.store), nil, e.opts.Build)
+		catchUpTime = time.Since(t)
 		if err != nil {
+			<-counted
 			return fmt.Errorf("publish %s: %w", s.Gen.Version, err)
 		}
 		if n > 0 {
 			e.logger.Info("caught up ads ingested since the generation was built", "version", s.Gen.Version, "ads", n)
 		}
 	}
-	s.Live.Priors = rank.NewPriors(e.store, s.Gen.AsOf, now, e.opts.Rank)
-	s.Live.Co = rank.NewCoEngagement(e.store, now, e.opts.Rank)
+	<-counted
+	s.Live.Priors, s.Live.Co = priors, co
 	if err := s.Live.Priors.Sync(ctx, s.Live.Index); err != nil {
 		return fmt.Errorf("publish %s: %w", s.Gen.Version, err)
 	}
@@ -262,7 +279,7 @@ func (e *Engine) Publish(ctx context.Context, s *Served) error {
 	e.cur.Store(s)
 	e.cache.reset()
 	e.logger.Info("generation published", "version", s.Gen.Version, "index_size", s.IndexSize(),
-		"catch_up", time.Since(start))
+		"catch_up", time.Since(start), "index_catch_up", catchUpTime, "counters", countTime)
 	return nil
 }
 
