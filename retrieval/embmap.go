@@ -178,9 +178,10 @@ func (e *Engine) Project(ctx context.Context, refs []graph.Ref) (version string,
 		return "", nil, nil, err
 	}
 	points, missing = []MapPoint{}, []graph.Ref{}
+	idx := s.Live.Index.Snapshot()
 	q := s.Live.Index.Quantizer()
 	for _, ref := range refs {
-		vec, err := e.vectorIn(ctx, s, ref)
+		vec, err := e.vectorIn(ctx, s, idx, ref)
 		if errors.Is(err, ErrNotFound) {
 			missing = append(missing, ref)
 			continue

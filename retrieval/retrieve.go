@@ -293,7 +293,7 @@ func (e *Engine) Retrieve(ctx context.Context, req Request) (*Response, error) {
 	var err error
 	if req.User != nil || len(req.ContextEvents) > 0 {
 		uc = e.userContext(s, &req, asOf)
-		vec, fresh, err = e.userVector(ctx, s, &req, uc)
+		vec, fresh, err = e.userVector(ctx, s, idx, &req, uc)
 		if err != nil {
 			return nil, err
 		}
@@ -521,9 +521,9 @@ func KeywordError(err error) error {
 //     was built is served the generation's embedding;
 //   - another stored user is embedded from their neighbourhood now;
 //   - a never-seen user is embedded from Request.Content alone.
-func (e *Engine) userVector(ctx context.Context, s *Served, req *Request, uc *userContext) ([]float32, bool, error) {
+func (e *Engine) userVector(ctx context.Context, s *Served, idx *index.Snapshot, req *Request, uc *userContext) ([]float32, bool, error) {
 	if len(req.ContextEvents) == 0 && uc.known {
-		return e.storedVector(ctx, s, uc.id, uc.events, uc.atGen, req.AsOf != 0, uc.asOf)
+		return e.storedVector(ctx, s, idx, uc.id, uc.events, uc.atGen, req.AsOf != 0, uc.asOf)
 	}
 	m := s.Gen.Model
 	if m == nil {
@@ -574,14 +574,15 @@ func (v virtualContent) Entity(id graph.NodeID) *graph.Entity {
 }
 
 // storedVector returns the embedding of a stored node and whether it was
-// computed now: the live index's for an indexed ad; the generation's for
+// computed now: the live index's (idx, the request's snapshot of it) for
+// an indexed ad; the generation's for
 // another node it embedded (a user only when not new and unchanged since
 // the generation: events == atGen); else one computed with the
 // generation's model as of asOf (cached per version, node and degree unless
 // exact is set, as offline evaluation asks).
-func (e *Engine) storedVector(ctx context.Context, s *Served, id graph.NodeID, events, atGen int, exact bool, asOf int64) ([]float32, bool, error) {
+func (e *Engine) storedVector(ctx context.Context, s *Served, idx *index.Snapshot, id graph.NodeID, events, atGen int, exact bool, asOf int64) ([]float32, bool, error) {
 	if id.Type == graph.NodeAd {
-		if v, ok := s.Live.Index.Snapshot().Embedding(id.Idx); ok {
+		if v, ok := idx.Embedding(id.Idx); ok {
 			return v, false, nil
 		}
 	}
@@ -619,20 +620,20 @@ func (e *Engine) Vector(ctx context.Context, ref graph.Ref) ([]float32, *Served,
 	if s == nil {
 		return nil, nil, ErrNoGeneration
 	}
-	vec, err := e.vectorIn(ctx, s, ref)
+	vec, err := e.vectorIn(ctx, s, s.Live.Index.Snapshot(), ref)
 	return vec, s, err
 }
 
-// vectorIn returns the embedding of the stored entity ref in s, as
-// retrieval would use it now; ErrNotFound (wrapped) for an entity the
-// graph does not hold.
-func (e *Engine) vectorIn(ctx context.Context, s *Served, ref graph.Ref) ([]float32, error) {
+// vectorIn returns the embedding of the stored entity ref in s (idx its
+// live index's snapshot), as retrieval would use it now; ErrNotFound
+// (wrapped) for an entity the graph does not hold.
+func (e *Engine) vectorIn(ctx context.Context, s *Served, idx *index.Snapshot, ref graph.Ref) ([]float32, error) {
 	id, ok := e.store.Lookup(ref)
 	if !ok {
 		return nil, fmt.Errorf("%w: unknown entity %s", ErrNotFound, ref)
 	}
 	asOf := serveTime(e.store)
-	vec, _, err := e.storedVector(ctx, s, id, e.store.Degree(id, asOf), e.store.Degree(id, s.Gen.AsOf), false, asOf)
+	vec, _, err := e.storedVector(ctx, s, idx, id, e.store.Degree(id, asOf), e.store.Degree(id, s.Gen.AsOf), false, asOf)
 	return vec, err
 }
 
@@ -849,7 +850,12 @@ type Similar struct {
 // once; ErrNotFound for an entity the graph does not hold, ErrNoGeneration
 // before the first publication.
 func (e *Engine) Similar(ctx context.Context, ref graph.Ref, target graph.NodeType, k int) (string, []Similar, error) {
-	vec, s, err := e.Vector(ctx, ref) // the one load of the served state
+	s := e.cur.Load() // the one load of the served state
+	if s == nil {
+		return "", nil, ErrNoGeneration
+	}
+	idx := s.Live.Index.Snapshot()
+	vec, err := e.vectorIn(ctx, s, idx, ref)
 	if err != nil {
 		return "", nil, err
 	}
@@ -860,7 +866,7 @@ func (e *Engine) Similar(ctx context.Context, ref graph.Ref, target graph.NodeTy
 		if id.Type == graph.NodeAd {
 			q.Exclude = roaring.BitmapOf(id.Idx)
 		}
-		res, err := s.Live.Index.Snapshot().Search(ctx, q)
+		res, err := idx.Search(ctx, q)
 		if err != nil {
 			return "", nil, fmt.Errorf("search index: %w", err)
 		}
