@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hir-ads/hir/serving/problem"
 )
 
 func TestAdmissionAcquire(t *testing.T) {
@@ -119,7 +121,7 @@ func TestAdmissionOverHTTP(t *testing.T) {
 			if tc.wantType == "" {
 				return
 			}
-			if res.Header.Get("Retry-After") != "1" || !strings.Contains(got, problemTypeBase+tc.wantType) {
+			if res.Header.Get("Retry-After") != "1" || !strings.Contains(got, problem.TypeBase+tc.wantType) {
 				t.Errorf("answer = Retry-After %q %s, want Retry-After 1 and type %s", res.Header.Get("Retry-After"), got, tc.wantType)
 			}
 		})

@@ -67,14 +67,14 @@ func TestDiskFullHTTP(t *testing.T) {
 	if status != http.StatusInsufficientStorage || h.Get("Retry-After") == "" {
 		t.Fatalf("ingest on a full disk = %d (Retry-After %q) %s, want 507 with Retry-After", status, h.Get("Retry-After"), b)
 	}
-	if p := problem(t, h, b); p.Detail == nil || !strings.Contains(*p.Detail, "disk is full") {
+	if p := decodeProblem(t, h, b); p.Detail == nil || !strings.Contains(*p.Detail, "disk is full") {
 		t.Errorf("507 detail = %v", ptrStr(p.Detail))
 	}
 	if status, _, b := post(i); status != http.StatusInsufficientStorage {
 		t.Errorf("second ingest on a full disk = %d %s, want 507 again", status, b)
 	}
 	status, h, b = env.raw(http.MethodGet, "/readyz", "", "", nil)
-	if p := problem(t, h, b); status != http.StatusServiceUnavailable || p.Detail == nil || !strings.Contains(*p.Detail, "writes are failing") {
+	if p := decodeProblem(t, h, b); status != http.StatusServiceUnavailable || p.Detail == nil || !strings.Contains(*p.Detail, "writes are failing") {
 		t.Errorf("readyz on a full disk = %d %s, want 503 saying writes are failing", status, b)
 	}
 	if status, _, b := env.raw(http.MethodGet, "/v1/model", "", "", nil); status != http.StatusOK {
@@ -99,7 +99,7 @@ func TestDiskFullHTTP(t *testing.T) {
 		t.Fatalf("ingest 5 s after space was freed = %d %s, want 200", status, b)
 	}
 	status, h, b = env.raw(http.MethodGet, "/readyz", "", "", nil)
-	if p := problem(t, h, b); status != http.StatusServiceUnavailable || p.Detail == nil || strings.Contains(*p.Detail, "writes") {
+	if p := decodeProblem(t, h, b); status != http.StatusServiceUnavailable || p.Detail == nil || strings.Contains(*p.Detail, "writes") {
 		t.Errorf("readyz after recovery = %d %s, want the no-model 503 only", status, b)
 	}
 }

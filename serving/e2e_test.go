@@ -258,7 +258,7 @@ func TestEndToEnd(t *testing.T) {
 			strings.NewReader(`{"user":{"type":"ad","id":"ad3"}}`))
 		if st != http.StatusBadRequest {
 			t.Errorf("retrieve for an ad: %d %s, want 400", st, body)
-		} else if p := problem(t, h, body); p.Detail == nil || !strings.Contains(*p.Detail, "users") {
+		} else if p := decodeProblem(t, h, body); p.Detail == nil || !strings.Contains(*p.Detail, "users") {
 			t.Errorf("retrieve for an ad: detail %v", p.Detail)
 		}
 		// Bad inline content is refused.
@@ -841,7 +841,7 @@ func wantWeightRefused(t *testing.T, env *testEnv, user, field string, values ..
 		body := `{"user":{"type":"user","id":"` + user + `"},"` + field + `":` + v + `}`
 		if code, h, b := env.raw(http.MethodPost, "/v1/retrieve", "application/json", testKey, strings.NewReader(body)); code != http.StatusBadRequest {
 			t.Errorf("%s: status %d, want 400", body, code)
-		} else if p := problem(t, h, b); p.Detail == nil || !strings.Contains(*p.Detail, field) {
+		} else if p := decodeProblem(t, h, b); p.Detail == nil || !strings.Contains(*p.Detail, field) {
 			t.Errorf("%s: problem %+v does not name %s", body, p, field)
 		}
 	}

@@ -59,7 +59,7 @@ func getJSON(t *testing.T, env *testEnv, path, key string, v any) (int, api.Prob
 	t.Helper()
 	status, h, body := env.raw(http.MethodGet, path, "", key, nil)
 	if status != http.StatusOK {
-		return status, problem(t, h, body)
+		return status, decodeProblem(t, h, body)
 	}
 	if err := json.Unmarshal(body, v); err != nil {
 		t.Fatalf("GET %s: decode %s: %v", path, body, err)
@@ -381,7 +381,7 @@ func TestExploreEndpoints(t *testing.T) {
 					t.Fatalf("POST /v1/map/project = %d %s, want %d", status, body, tc.status)
 				}
 				if status != http.StatusOK {
-					if p := problem(t, h, body); p.Detail == nil || !strings.Contains(*p.Detail, tc.problemWant) {
+					if p := decodeProblem(t, h, body); p.Detail == nil || !strings.Contains(*p.Detail, tc.problemWant) {
 						t.Errorf("problem %+v, want a detail naming %q", p, tc.problemWant)
 					}
 					return
@@ -458,7 +458,7 @@ func TestExploreWithoutModel(t *testing.T) {
 				t.Fatalf("%s %s = %d %s, want %d", tc.method, tc.path, status, body, tc.status)
 			}
 			if status != http.StatusOK {
-				problem(t, h, body)
+				decodeProblem(t, h, body)
 			}
 		})
 	}

@@ -212,8 +212,8 @@ func (e *testEnv) raw(method, path, contentType, key string, body io.Reader) (in
 	return res.StatusCode, res.Header, b
 }
 
-// problem decodes a problem+json body, failing the test when it is not one.
-func problem(t testing.TB, h http.Header, body []byte) api.Problem {
+// decodeProblem decodes a problem+json body, failing the test when it is not one.
+func decodeProblem(t testing.TB, h http.Header, body []byte) api.Problem {
 	t.Helper()
 	if ct := h.Get("Content-Type"); ct != "application/problem+json" {
 		t.Errorf("Content-Type = %q, want application/problem+json (body %s)", ct, body)

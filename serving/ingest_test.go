@@ -128,7 +128,7 @@ func TestIngestBadInputIsRejectedWhole(t *testing.T) {
 			if status != tc.status {
 				t.Fatalf("status = %d, want %d (body %s)", status, tc.status, body)
 			}
-			p := problem(t, h, body)
+			p := decodeProblem(t, h, body)
 			if p.Status != tc.status || p.Detail == nil || !strings.Contains(*p.Detail, tc.detail) {
 				t.Errorf("problem = %s, want status %d and detail containing %q", body, tc.status, tc.detail)
 			}
@@ -280,7 +280,7 @@ func TestAuth(t *testing.T) {
 				t.Fatalf("status = %d, want %d (%s)", status, tc.want, b)
 			}
 			if status == 401 {
-				problem(t, h, b)
+				decodeProblem(t, h, b)
 				if h.Get("WWW-Authenticate") == "" {
 					t.Error("401 without WWW-Authenticate")
 				}
@@ -298,13 +298,13 @@ func TestBodyLimit(t *testing.T) {
 	if status != http.StatusRequestEntityTooLarge {
 		t.Fatalf("status = %d, want 413 (%s)", status, b)
 	}
-	problem(t, h, b)
+	decodeProblem(t, h, b)
 	// Chunked body (no Content-Length): the cap hits while reading.
 	status, h, b = env.raw("POST", "/v1/events", "application/json", testKey, struct{ *strings.Reader }{strings.NewReader(big)})
 	if status != http.StatusRequestEntityTooLarge {
 		t.Fatalf("chunked: status = %d, want 413 (%s)", status, b)
 	}
-	problem(t, h, b)
+	decodeProblem(t, h, b)
 	if got := env.counts(); got != before {
 		t.Errorf("counts = %+v, want unchanged %+v", got, before)
 	}
@@ -321,7 +321,7 @@ func TestRateLimit(t *testing.T) {
 	if status != http.StatusTooManyRequests {
 		t.Fatalf("4th request: status = %d, want 429", status)
 	}
-	problem(t, h, b)
+	decodeProblem(t, h, b)
 	if h.Get("Retry-After") == "" {
 		t.Error("429 without Retry-After")
 	}
@@ -402,7 +402,7 @@ func TestRetrieveBadInput(t *testing.T) {
 			if status != tc.status {
 				t.Fatalf("status = %d, want %d (%s)", status, tc.status, b)
 			}
-			p := problem(t, h, b)
+			p := decodeProblem(t, h, b)
 			if p.Detail == nil || !strings.Contains(*p.Detail, tc.detail) {
 				t.Errorf("detail = %v, want it to contain %q", ptrStr(p.Detail), tc.detail)
 			}
@@ -420,7 +420,7 @@ func TestRetrieveBadInput(t *testing.T) {
 			if status != 400 {
 				t.Fatalf("status = %d, want 400 (%s)", status, b)
 			}
-			if p := problem(t, h, b); p.Detail == nil || !strings.Contains(*p.Detail, tc.detail) {
+			if p := decodeProblem(t, h, b); p.Detail == nil || !strings.Contains(*p.Detail, tc.detail) {
 				t.Errorf("detail = %v, want it to contain %q", ptrStr(p.Detail), tc.detail)
 			}
 		})
@@ -429,12 +429,12 @@ func TestRetrieveBadInput(t *testing.T) {
 	if status != 404 {
 		t.Errorf("unknown route: %d, want 404", status)
 	}
-	problem(t, h, b)
+	decodeProblem(t, h, b)
 	status, h, b = env.raw("DELETE", "/v1/model", "", "", nil)
 	if status != 405 {
 		t.Errorf("wrong method: %d, want 405", status)
 	}
-	problem(t, h, b)
+	decodeProblem(t, h, b)
 }
 
 func ptrStr(p *string) string {

@@ -73,7 +73,7 @@ func TestInputLimits(t *testing.T) {
 			if tc.status == 200 {
 				return
 			}
-			p := problem(t, h, b)
+			p := decodeProblem(t, h, b)
 			if p.Detail == nil || !strings.Contains(*p.Detail, tc.detail) {
 				t.Errorf("detail = %.300s, want it to contain %q", ptrStr(p.Detail), tc.detail)
 			}

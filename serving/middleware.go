@@ -2,7 +2,6 @@ package serving
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
@@ -23,78 +22,30 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/time/rate"
+
+	"github.com/hir-ads/hir/serving/problem"
 )
 
 type ctxKey int
 
-const (
-	requestIDKey ctxKey = iota
-	principalKey
-)
+const principalKey ctxKey = iota
 
 // RequestIDHeader is the header that carries the request id in both
 // directions: a sane incoming value is kept, otherwise one is generated.
-const RequestIDHeader = "X-Request-Id"
+const RequestIDHeader = problem.RequestIDHeader
 
-func requestIDFrom(ctx context.Context) string {
-	id, _ := ctx.Value(requestIDKey).(string)
-	return id
-}
+func requestIDFrom(ctx context.Context) string { return problem.RequestID(ctx) }
 
 // requestID tags each request with an id (kept from the client when it is
 // short and printable), echoes it in the response and stores it in the
 // context for logs, spans and problem instances.
 func requestID(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id := r.Header.Get(RequestIDHeader)
-		if !saneID(id) {
-			var b [8]byte
-			_, _ = rand.Read(b[:])
-			id = hex.EncodeToString(b[:])
-		}
+		id := problem.NewRequestID(r.Header.Get(RequestIDHeader))
 		w.Header().Set(RequestIDHeader, id)
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestIDKey, id)))
+		next.ServeHTTP(w, r.WithContext(problem.WithRequestID(r.Context(), id)))
 	})
 }
-
-func saneID(id string) bool {
-	if id == "" || len(id) > 64 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		if c <= ' ' || c > '~' {
-			return false
-		}
-	}
-	return true
-}
-
-// statusRecorder remembers the status and size of a response.
-type statusRecorder struct {
-	http.ResponseWriter
-	status int
-	bytes  int64
-}
-
-func (rec *statusRecorder) WriteHeader(code int) {
-	if rec.status == 0 {
-		rec.status = code
-	}
-	rec.ResponseWriter.WriteHeader(code)
-}
-
-func (rec *statusRecorder) Write(b []byte) (int, error) {
-	if rec.status == 0 {
-		rec.status = http.StatusOK
-	}
-	n, err := rec.ResponseWriter.Write(b)
-	rec.bytes += int64(n)
-	return n, err
-}
-
-// Unwrap lets http.ResponseController reach the underlying writer.
-func (rec *statusRecorder) Unwrap() http.ResponseWriter { return rec.ResponseWriter }
 
 // observe starts a server span per request (continuing a W3C traceparent),
 // records the latency histogram by route, and writes one access-log line.
@@ -108,12 +59,13 @@ func (s *Server) observe(next http.Handler) http.Handler {
 				attribute.String("url.path", r.URL.Path),
 				attribute.String("hir.request_id", requestIDFrom(r.Context()))))
 		defer span.End()
-		rec := &statusRecorder{ResponseWriter: w}
+		rec := problem.NewRecorder(w)
 		next.ServeHTTP(rec, r.WithContext(ctx))
-		if rec.status == 0 {
-			rec.status = http.StatusOK
+		status := rec.Status()
+		if status == 0 {
+			status = http.StatusOK
 			if r.Context().Err() != nil {
-				rec.status = 499 // the client went away before an answer
+				status = 499 // the client went away before an answer
 			}
 		}
 		route := r.URL.Path
@@ -123,17 +75,17 @@ func (s *Server) observe(next http.Handler) http.Handler {
 			route = "unmatched"
 		}
 		span.SetName(r.Method + " " + route)
-		span.SetAttributes(attribute.String("http.route", route), attribute.Int("http.response.status_code", rec.status))
-		if rec.status >= 500 {
-			span.SetStatus(codes.Error, http.StatusText(rec.status))
+		span.SetAttributes(attribute.String("http.route", route), attribute.Int("http.response.status_code", status))
+		if status >= 500 {
+			span.SetStatus(codes.Error, http.StatusText(status))
 		}
 		elapsed := time.Since(start)
 		s.tel.reqDuration.Record(context.WithoutCancel(ctx), elapsed.Seconds(), metric.WithAttributes(
 			attribute.String("http.route", route), attribute.String("http.request.method", r.Method),
-			attribute.Int("http.response.status_code", rec.status)))
-		s.logger.LogAttrs(ctx, accessLevel(rec.status), "http request",
+			attribute.Int("http.response.status_code", status)))
+		s.logger.LogAttrs(ctx, accessLevel(status), "http request",
 			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("route", route),
-			slog.Int("status", rec.status), slog.Int64("bytes", rec.bytes), slog.Duration("duration", elapsed),
+			slog.Int("status", status), slog.Int64("bytes", rec.Bytes()), slog.Duration("duration", elapsed),
 			slog.String("request_id", requestIDFrom(r.Context())), slog.String("remote", r.RemoteAddr))
 	})
 }
@@ -154,27 +106,6 @@ func (s *Server) recoverer(next http.Handler) http.Handler {
 		}()
 		next.ServeHTTP(w, r)
 	})
-}
-
-// markStatus records status as the response's status for the access log
-// and metrics when nothing is written (a client that went away: 499).
-func markStatus(w http.ResponseWriter, status int) {
-	for {
-		switch rw := w.(type) {
-		case *statusRecorder:
-			if rw.status == 0 {
-				rw.status = status
-			}
-			return
-		case *bufferedWriter:
-			rw.mark = status
-			return
-		case interface{ Unwrap() http.ResponseWriter }:
-			w = rw.Unwrap()
-		default:
-			return
-		}
-	}
 }
 
 // principal is who a request comes from, for rate limiting and logs.

@@ -13,6 +13,7 @@ import (
 	"github.com/hir-ads/hir/eventlog"
 	"github.com/hir-ads/hir/graph"
 	"github.com/hir-ads/hir/retrieval"
+	"github.com/hir-ads/hir/serving/problem"
 )
 
 // Sentinel errors. Handlers wrap them; writeProblem maps each to its HTTP
@@ -112,9 +113,6 @@ type statusError struct {
 func (e *statusError) Error() string { return e.msg }
 func (e *statusError) Unwrap() error { return e.sentinel }
 
-// problemTypeBase prefixes the "type" URI of every problem this server writes.
-const problemTypeBase = "https://hir.dev/problems/"
-
 // classify maps err to an HTTP status, a problem type slug and a title.
 func classify(err error) (status int, slug, title string) {
 	var maxBytes *http.MaxBytesError
@@ -191,14 +189,6 @@ func isGraphValidation(err error) bool {
 // logs it once. The detail of a 5xx never carries internal error text.
 func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error) {
 	status, slug, title := classify(err)
-	p := api.Problem{Status: status, Title: title}
-	typ := problemTypeBase + slug
-	p.Type = &typ
-	instance := clip(r.URL.Path)
-	if id := requestIDFrom(r.Context()); id != "" {
-		instance += "#req=" + id
-	}
-	p.Instance = &instance
 	var detail string
 	switch {
 	case status == http.StatusInsufficientStorage:
@@ -230,9 +220,7 @@ func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error)
 		s.logger.DebugContext(r.Context(), "request rejected", "status", status, "path", clip(r.URL.Path),
 			"request_id", requestIDFrom(r.Context()), "err", detail)
 	}
-	if detail != "" {
-		p.Detail = &detail
-	}
+	p := problem.Problem{Status: status, Slug: slug, Title: title, Detail: detail}
 	var itemErr *ItemError
 	if errors.As(err, &itemErr) {
 		idx := itemErr.Index
@@ -253,13 +241,10 @@ func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error)
 		w.Header().Set("Connection", "close")
 	}
 	if status == 499 {
-		markStatus(w, 499) // nobody is listening: only logged and metered
+		problem.MarkStatus(w, 499) // nobody is listening: only logged and metered
 		return
 	}
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(p)
+	problem.Write(w, r, clip(r.URL.Path), p)
 }
 
 // maxDetailBytes bounds a problem's detail.

@@ -27,7 +27,7 @@ func TestRecovererAnswersProblemWithoutInternals(t *testing.T) {
 	if rec.Code != 500 {
 		t.Fatalf("status = %d, want 500", rec.Code)
 	}
-	p := problem(t, rec.Header(), rec.Body.Bytes())
+	p := decodeProblem(t, rec.Header(), rec.Body.Bytes())
 	if strings.Contains(rec.Body.String(), "secret") || p.Detail == nil || !strings.Contains(*p.Detail, rec.Header().Get(RequestIDHeader)) {
 		t.Errorf("500 problem = %s, want a generic detail naming the request id", rec.Body)
 	}

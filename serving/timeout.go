@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/hir-ads/hir/serving/problem"
 )
 
 // errOverBudget is the error answered (503, type timeout) for a request that
@@ -35,7 +37,7 @@ func (s *Server) timeout(d time.Duration) func(http.Handler) http.Handler {
 					return // the handler has answered
 				}
 				if r.Context().Err() != nil {
-					markStatus(w, 499) // the client left: nobody to answer
+					problem.MarkStatus(w, 499) // the client left: nobody to answer
 					return
 				}
 				ew := newBufferedWriter()
@@ -64,7 +66,7 @@ type bufferedWriter struct {
 	mu       sync.Mutex
 	header   http.Header
 	status   int
-	mark     int // a status recorded by markStatus without an answer (499)
+	mark     int // a status marked without an answer (499; problem.MarkStatus)
 	body     bytes.Buffer
 	stopped  bool // by stop: later writes are dropped
 	finished bool // by finish: the answer is complete
@@ -73,6 +75,10 @@ type bufferedWriter struct {
 func newBufferedWriter() *bufferedWriter { return &bufferedWriter{header: make(http.Header)} }
 
 func (b *bufferedWriter) Header() http.Header { return b.header }
+
+// MarkStatus implements problem.Marker: the status is copied with the
+// answer (499: a client gone, nothing written).
+func (b *bufferedWriter) MarkStatus(status int) { b.mark = status }
 
 func (b *bufferedWriter) WriteHeader(code int) {
 	b.mu.Lock()
@@ -123,7 +129,7 @@ func (b *bufferedWriter) copyTo(w http.ResponseWriter) {
 	defer b.mu.Unlock()
 	if b.status == 0 {
 		if b.mark != 0 {
-			markStatus(w, b.mark)
+			problem.MarkStatus(w, b.mark)
 		}
 		return
 	}
