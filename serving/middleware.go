@@ -6,8 +6,6 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"errors"
-	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -15,12 +13,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/go-chi/chi/v5"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/propagation"
-	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/time/rate"
 
 	"github.com/hir-ads/hir/serving/problem"
@@ -35,78 +27,6 @@ const principalKey ctxKey = iota
 const RequestIDHeader = problem.RequestIDHeader
 
 func requestIDFrom(ctx context.Context) string { return problem.RequestID(ctx) }
-
-// requestID tags each request with an id (kept from the client when it is
-// short and printable), echoes it in the response and stores it in the
-// context for logs, spans and problem instances.
-func requestID(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id := problem.NewRequestID(r.Header.Get(RequestIDHeader))
-		w.Header().Set(RequestIDHeader, id)
-		next.ServeHTTP(w, r.WithContext(problem.WithRequestID(r.Context(), id)))
-	})
-}
-
-// observe starts a server span per request (continuing a W3C traceparent),
-// records the latency histogram by route, and writes one access-log line.
-func (s *Server) observe(next http.Handler) http.Handler {
-	prop := propagation.TraceContext{}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		ctx := prop.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-		ctx, span := s.tel.tracer.Start(ctx, r.Method+" "+r.URL.Path, trace.WithSpanKind(trace.SpanKindServer),
-			trace.WithAttributes(attribute.String("http.request.method", r.Method),
-				attribute.String("url.path", r.URL.Path),
-				attribute.String("hir.request_id", requestIDFrom(r.Context()))))
-		defer span.End()
-		rec := problem.NewRecorder(w)
-		next.ServeHTTP(rec, r.WithContext(ctx))
-		status := rec.Status()
-		if status == 0 {
-			status = http.StatusOK
-			if r.Context().Err() != nil {
-				status = 499 // the client went away before an answer
-			}
-		}
-		route := r.URL.Path
-		if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
-			route = rc.RoutePattern()
-		} else {
-			route = "unmatched"
-		}
-		span.SetName(r.Method + " " + route)
-		span.SetAttributes(attribute.String("http.route", route), attribute.Int("http.response.status_code", status))
-		if status >= 500 {
-			span.SetStatus(codes.Error, http.StatusText(status))
-		}
-		elapsed := time.Since(start)
-		s.tel.reqDuration.Record(context.WithoutCancel(ctx), elapsed.Seconds(), metric.WithAttributes(
-			attribute.String("http.route", route), attribute.String("http.request.method", r.Method),
-			attribute.Int("http.response.status_code", status)))
-		s.logger.LogAttrs(ctx, accessLevel(status), "http request",
-			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("route", route),
-			slog.Int("status", status), slog.Int64("bytes", rec.Bytes()), slog.Duration("duration", elapsed),
-			slog.String("request_id", requestIDFrom(r.Context())), slog.String("remote", r.RemoteAddr))
-	})
-}
-
-// recoverer turns a panic in a handler into a logged 500 problem. An
-// http.ErrAbortHandler panic is re-raised, as net/http expects.
-func (s *Server) recoverer(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		defer func() {
-			v := recover()
-			if v == nil {
-				return
-			}
-			if v == http.ErrAbortHandler {
-				panic(v)
-			}
-			s.writeProblem(w, r, fmt.Errorf("recover from panic: %v", v))
-		}()
-		next.ServeHTTP(w, r)
-	})
-}
 
 // principal is who a request comes from, for rate limiting and logs.
 type principal struct {
@@ -379,16 +299,4 @@ func (l *keyedLimiter) sweepLocked(now time.Time) {
 	if len(l.buckets) >= l.maxKeys {
 		clear(l.buckets)
 	}
-}
-
-func accessLevel(status int) slog.Level {
-	switch {
-	case status == 499:
-		return slog.LevelInfo // the client's doing
-	case status >= 500:
-		return slog.LevelError
-	case status >= 400:
-		return slog.LevelWarn
-	}
-	return slog.LevelInfo
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/hir-ads/hir/eventlog"
 	"github.com/hir-ads/hir/graph"
 	"github.com/hir-ads/hir/retrieval"
+	"github.com/hir-ads/hir/serving/middleware"
 )
 
 // Server is the HIR REST server: it implements [api.ServerInterface] over an
@@ -103,7 +104,8 @@ func New(opts Options, log *eventlog.Log, store *graph.Store) (*Server, error) {
 // routes builds the chi router: middleware first, then the generated routes.
 func (s *Server) routes() http.Handler {
 	r := chi.NewRouter()
-	r.Use(s.deadlineBody, requestID, s.observe, s.recoverer, s.identify, s.rateLimit, s.auth, s.readBody, s.admit,
+	r.Use(s.deadlineBody, middleware.RequestID, middleware.Observe(s.tel.tracer, s.tel.reqDuration, s.logger),
+		middleware.Recoverer(s.writeProblem), s.identify, s.rateLimit, s.auth, s.readBody, s.admit,
 		s.timeout(s.opts.RequestTimeout))
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, notFoundf("no route for %s %s", r.Method, clip(r.URL.Path)))

@@ -14,12 +14,13 @@ import (
 
 	"github.com/hir-ads/hir/api"
 	"github.com/hir-ads/hir/eventlog"
+	"github.com/hir-ads/hir/serving/middleware"
 	"github.com/hir-ads/hir/graph"
 )
 
 func TestRecovererAnswersProblemWithoutInternals(t *testing.T) {
 	env := newEnv(t, Options{})
-	h := requestID(env.srv.recoverer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+	h := middleware.RequestID(middleware.Recoverer(env.srv.writeProblem)(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
 		panic("secret internal state")
 	})))
 	rec := httptest.NewRecorder()

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hir-ads/hir/serving/middleware"
 )
 
 // TestTimeoutAnswersAtBudget (issue 48, defect 7): a request still being
@@ -25,7 +27,7 @@ func TestTimeoutAnswersAtBudget(t *testing.T) {
 		w.WriteHeader(http.StatusOK)
 		io.WriteString(w, `{"late":true}`)
 	})
-	hs := httptest.NewServer(requestID(env.srv.timeout(100 * time.Millisecond)(slow)))
+	hs := httptest.NewServer(middleware.RequestID(env.srv.timeout(100 * time.Millisecond)(slow)))
 	defer hs.Close()
 	res, err := http.Get(hs.URL + "/v1/retrieve")
 	if err != nil {

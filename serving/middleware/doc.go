@@ -1,0 +1,14 @@
+// Package middleware holds the HTTP server's request stages, one a file,
+// in the manner of chi's middleware: each is a func(http.Handler)
+// http.Handler made from what it needs (a logger, an instrument, the
+// function that answers an error as a problem), never from the server
+// itself. The server (package serving) chains them in front of its
+// routes; what stages and handlers share (the request id, status marks,
+// the problem writer) lives below both, in serving/problem.
+//
+// The stages here, in the order the server chains them:
+//
+//   - [RequestID] tags each request with an id;
+//   - [Observe] traces, meters and logs each request;
+//   - [Recoverer] answers a handler's panic with a 500 problem.
+package middleware

@@ -1,0 +1,73 @@
+package middleware
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"go.opentelemetry.io/otel/metric/noop"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/hir-ads/hir/serving/problem"
+)
+
+func TestRecoverer(t *testing.T) {
+	var got error
+	h := Recoverer(func(w http.ResponseWriter, _ *http.Request, err error) {
+		got = err
+		w.WriteHeader(http.StatusInternalServerError)
+	})(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("boom") }))
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+	if w.Code != 500 || got == nil || !strings.Contains(got.Error(), "boom") {
+		t.Fatalf("panic answered %d with error %v, want 500 naming the panic", w.Code, got)
+	}
+	abort := Recoverer(func(http.ResponseWriter, *http.Request, error) { t.Error("ErrAbortHandler answered") })(
+		http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic(http.ErrAbortHandler) }))
+	defer func() {
+		if v := recover(); v != http.ErrAbortHandler {
+			t.Fatalf("recovered %v, want http.ErrAbortHandler re-raised", v)
+		}
+	}()
+	abort.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
+}
+
+func TestObserveLogsEachRequest(t *testing.T) {
+	var buf bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&buf, nil))
+	hist, err := noop.NewMeterProvider().Meter("t").Float64Histogram("d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs := Observe(tracenoop.NewTracerProvider().Tracer("t"), hist, logger)
+	for _, tc := range []struct {
+		name    string
+		handler http.HandlerFunc
+		cancel  bool
+		want    string
+	}{
+		{"written", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusTeapot) }, false, "status=418"},
+		{"nothing written", func(http.ResponseWriter, *http.Request) {}, false, "status=200"},
+		{"client gone", func(http.ResponseWriter, *http.Request) {}, true, "status=499"},
+		{"marked", func(w http.ResponseWriter, _ *http.Request) { problem.MarkStatus(w, 499) }, false, "status=499"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			buf.Reset()
+			r := httptest.NewRequest("GET", "/v1/x", nil)
+			if tc.cancel {
+				ctx, cancel := context.WithCancel(r.Context())
+				cancel()
+				r = r.WithContext(ctx)
+			}
+			RequestID(obs(tc.handler)).ServeHTTP(httptest.NewRecorder(), r)
+			line := buf.String()
+			if !strings.Contains(line, tc.want) || !strings.Contains(line, "request_id=") || !strings.Contains(line, `msg="http request"`) {
+				t.Fatalf("access log %q, want %s and a request id", line, tc.want)
+			}
+		})
+	}
+}
