@@ -14,8 +14,8 @@ import (
 
 	"github.com/hir-ads/hir/api"
 	"github.com/hir-ads/hir/eventlog"
-	"github.com/hir-ads/hir/serving/middleware"
 	"github.com/hir-ads/hir/graph"
+	"github.com/hir-ads/hir/serving/middleware"
 )
 
 func TestRecovererAnswersProblemWithoutInternals(t *testing.T) {
