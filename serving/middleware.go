@@ -2,80 +2,23 @@ package serving
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/hex"
 	"errors"
-	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
 
+	"github.com/hir-ads/hir/serving/middleware"
 	"github.com/hir-ads/hir/serving/problem"
 )
-
-type ctxKey int
-
-const principalKey ctxKey = iota
 
 // RequestIDHeader is the header that carries the request id in both
 // directions: a sane incoming value is kept, otherwise one is generated.
 const RequestIDHeader = problem.RequestIDHeader
 
 func requestIDFrom(ctx context.Context) string { return problem.RequestID(ctx) }
-
-// principal is who a request comes from, for rate limiting and logs.
-type principal struct {
-	key     string // "key:<sha256 prefix>" or "ip:<addr>"
-	keyed   bool   // a valid API key was presented
-	present bool   // an Authorization header was present
-}
-
-// authenticate checks the bearer API key, if any, against the configured
-// keys in constant time.
-func (s *Server) authenticate(r *http.Request) principal {
-	h := r.Header.Get("Authorization")
-	if h != "" {
-		scheme, tok, ok := strings.Cut(strings.TrimSpace(h), " ")
-		ok = ok && strings.EqualFold(scheme, "Bearer") // RFC 9110: the scheme is case-insensitive
-		if ok {
-			sum := sha256.Sum256([]byte(strings.TrimSpace(tok)))
-			for _, k := range s.keyHashes {
-				if subtle.ConstantTimeCompare(sum[:], k[:]) == 1 {
-					return principal{key: "key:" + hex.EncodeToString(sum[:6]), keyed: true, present: true}
-				}
-			}
-		}
-		return principal{key: "ip:" + clientIP(r), present: true}
-	}
-	return principal{key: "ip:" + clientIP(r)}
-}
-
-// identify stores the request's principal in its context, for the rate
-// limiter and auth that follow.
-func (s *Server) identify(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p := s.authenticate(r)
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey, p)))
-	})
-}
-
-func principalFrom(r *http.Request) principal {
-	p, _ := r.Context().Value(principalKey).(principal)
-	return p
-}
-
-func clientIP(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
-}
 
 // writeRoutes are the endpoints that always need an API key (when keys are
 // configured).
@@ -97,26 +40,13 @@ var openRoutes = map[string]bool{
 	"GET /docs":         true,
 }
 
-// auth enforces bearer API keys on write and admin endpoints, and on reads
-// when Options.ReadAuth is set (except openRoutes and the /ui page's
-// files). With no keys configured it lets everything through (a warning is
-// logged at start-up).
-func (s *Server) auth(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p := principalFrom(r)
-		if len(s.keyHashes) == 0 {
-			next.ServeHTTP(w, r)
-			return
-		}
-		route := r.Method + " " + r.URL.Path
-		need := writeRoutes[route] || (s.opts.ReadAuth && !openRoutes[route] && !isUIRoute(r.URL.Path))
-		if (need || p.present) && !p.keyed {
-			// A wrong key is refused even on an open route: it is a client bug.
-			s.writeProblem(w, r, ErrUnauthorized)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
+// needKey reports whether r's route needs an API key (when keys are
+// configured): the write and admin endpoints always; with
+// Options.ReadAuth every other route too, but openRoutes and the /ui
+// page's files.
+func (s *Server) needKey(r *http.Request) bool {
+	route := r.Method + " " + r.URL.Path
+	return writeRoutes[route] || (s.opts.ReadAuth && !openRoutes[route] && !isUIRoute(r.URL.Path))
 }
 
 // probeRoutes are exempt from the rate limit and from admission control:
@@ -220,7 +150,7 @@ func (s *Server) admit(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		caller := principalFrom(r).key
+		caller := middleware.PrincipalFrom(r).Key
 		if err := s.admission.acquire(r.Context(), caller); err != nil {
 			if errors.Is(err, ErrOverloaded) || errors.Is(err, errCallerBusy) {
 				s.tel.shed.Add(r.Context(), 1)
@@ -241,8 +171,8 @@ func (s *Server) rateLimit(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		p := principalFrom(r)
-		if !s.limiter.allow(p.key, time.Now()) {
+		p := middleware.PrincipalFrom(r)
+		if !s.limiter.allow(p.Key, time.Now()) {
 			s.writeProblem(w, r, ErrRateLimited)
 			return
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/hir-ads/hir/eventlog"
 	"github.com/hir-ads/hir/graph"
 	"github.com/hir-ads/hir/retrieval"
+	"github.com/hir-ads/hir/serving/middleware"
 	"github.com/hir-ads/hir/serving/problem"
 )
 
@@ -26,7 +27,7 @@ var (
 	// ErrNotFound marks an unknown entity, token or route.
 	ErrNotFound = errors.New("not found")
 	// ErrUnauthorized means a missing or wrong bearer API key.
-	ErrUnauthorized = errors.New("missing or invalid API key")
+	ErrUnauthorized = middleware.ErrUnauthorized
 	// ErrRateLimited means the caller's token bucket is empty.
 	ErrRateLimited = errors.New("rate limit exceeded")
 	// ErrOverloaded means the server is handling Options.MaxInFlight

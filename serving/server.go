@@ -105,7 +105,8 @@ func New(opts Options, log *eventlog.Log, store *graph.Store) (*Server, error) {
 func (s *Server) routes() http.Handler {
 	r := chi.NewRouter()
 	r.Use(s.deadlineBody, middleware.RequestID, middleware.Observe(s.tel.tracer, s.tel.reqDuration, s.logger),
-		middleware.Recoverer(s.writeProblem), s.identify, s.rateLimit, s.auth, s.readBody, s.admit,
+		middleware.Recoverer(s.writeProblem), middleware.Identify(s.keyHashes), s.rateLimit,
+		middleware.Auth(len(s.keyHashes) > 0, s.needKey, s.writeProblem), s.readBody, s.admit,
 		s.timeout(s.opts.RequestTimeout))
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, notFoundf("no route for %s %s", r.Method, clip(r.URL.Path)))

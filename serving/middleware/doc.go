@@ -10,5 +10,7 @@
 //
 //   - [RequestID] tags each request with an id;
 //   - [Observe] traces, meters and logs each request;
-//   - [Recoverer] answers a handler's panic with a 500 problem.
+//   - [Recoverer] answers a handler's panic with a 500 problem;
+//   - [Identify] stores who the request comes from ([PrincipalFrom]);
+//   - [Auth] refuses a request without a valid API key where one is needed.
 package middleware

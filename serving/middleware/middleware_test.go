@@ -2,6 +2,8 @@ package middleware
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"errors"
 	"context"
 	"log/slog"
 	"net/http"
@@ -67,6 +69,48 @@ func TestObserveLogsEachRequest(t *testing.T) {
 			line := buf.String()
 			if !strings.Contains(line, tc.want) || !strings.Contains(line, "request_id=") || !strings.Contains(line, `msg="http request"`) {
 				t.Fatalf("access log %q, want %s and a request id", line, tc.want)
+			}
+		})
+	}
+}
+
+func TestAuth(t *testing.T) {
+	key := "secret"
+	keys := [][32]byte{sha256.Sum256([]byte(key))}
+	var refused error
+	writeErr := func(w http.ResponseWriter, _ *http.Request, err error) {
+		refused = err
+		w.WriteHeader(http.StatusUnauthorized)
+	}
+	needKey := func(r *http.Request) bool { return r.Method == http.MethodPost }
+	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p := PrincipalFrom(r); p.Key == "" {
+			t.Error("no principal in the context")
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	for _, tc := range []struct {
+		name, method, auth string
+		keyed              bool
+		want               int
+	}{
+		{"no keys configured: a write passes", "POST", "", false, 204},
+		{"write without a key", "POST", "", true, 401},
+		{"write with the key", "POST", "Bearer " + key, true, 204},
+		{"write with the key, scheme in capitals", "POST", "BEARER " + key, true, 204},
+		{"read without a key", "GET", "", true, 204},
+		{"read with a wrong key", "GET", "Bearer nope", true, 401},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			refused = nil
+			r := httptest.NewRequest(tc.method, "/x", nil)
+			if tc.auth != "" {
+				r.Header.Set("Authorization", tc.auth)
+			}
+			w := httptest.NewRecorder()
+			Identify(keys)(Auth(tc.keyed, needKey, writeErr)(ok)).ServeHTTP(w, r)
+			if w.Code != tc.want || (tc.want == 401) != errors.Is(refused, ErrUnauthorized) {
+				t.Fatalf("answered %d (refused with %v), want %d", w.Code, refused, tc.want)
 			}
 		})
 	}
