@@ -2,9 +2,9 @@ package middleware
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"errors"
-	"context"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
