@@ -8,8 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/time/rate"
-
 	"github.com/hir-ads/hir/serving/middleware"
 	"github.com/hir-ads/hir/serving/problem"
 )
@@ -161,72 +159,4 @@ func (s *Server) admit(next http.Handler) http.Handler {
 		defer s.admission.release(caller)
 		next.ServeHTTP(w, r)
 	})
-}
-
-// rateLimit applies a token bucket per principal (API key, else client IP)
-// and answers 429 with Retry-After when it is empty. Probes are exempt.
-func (s *Server) rateLimit(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.limiter == nil || probeRoutes[r.URL.Path] {
-			next.ServeHTTP(w, r)
-			return
-		}
-		p := middleware.PrincipalFrom(r)
-		if !s.limiter.allow(p.Key, time.Now()) {
-			s.writeProblem(w, r, ErrRateLimited)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
-// keyedLimiter holds one token bucket per key. Buckets idle for longer than
-// idleTTL are dropped when the table grows past maxKeys, bounding memory
-// under a flood of distinct client addresses. Safe for concurrent use.
-type keyedLimiter struct {
-	limit   rate.Limit
-	burst   int
-	maxKeys int
-	idleTTL time.Duration
-
-	mtx     sync.Mutex
-	buckets map[string]*bucket // mtx must be held
-}
-
-type bucket struct {
-	lim      *rate.Limiter
-	lastSeen time.Time
-}
-
-func newKeyedLimiter(perSecond float64, burst, maxKeys int) *keyedLimiter {
-	return &keyedLimiter{limit: rate.Limit(perSecond), burst: burst, maxKeys: maxKeys,
-		idleTTL: time.Minute, buckets: make(map[string]*bucket)}
-}
-
-func (l *keyedLimiter) allow(key string, now time.Time) bool {
-	l.mtx.Lock()
-	b, ok := l.buckets[key]
-	if !ok {
-		if len(l.buckets) >= l.maxKeys {
-			l.sweepLocked(now)
-		}
-		b = &bucket{lim: rate.NewLimiter(l.limit, l.burst)}
-		l.buckets[key] = b
-	}
-	b.lastSeen = now
-	l.mtx.Unlock()
-	return b.lim.AllowN(now, 1)
-}
-
-// sweepLocked drops idle buckets, or all of them if none is idle (a flood);
-// l.mtx must be held.
-func (l *keyedLimiter) sweepLocked(now time.Time) {
-	for k, b := range l.buckets {
-		if now.Sub(b.lastSeen) > l.idleTTL {
-			delete(l.buckets, k)
-		}
-	}
-	if len(l.buckets) >= l.maxKeys {
-		clear(l.buckets)
-	}
 }

@@ -29,7 +29,7 @@ var (
 	// ErrUnauthorized means a missing or wrong bearer API key.
 	ErrUnauthorized = middleware.ErrUnauthorized
 	// ErrRateLimited means the caller's token bucket is empty.
-	ErrRateLimited = errors.New("rate limit exceeded")
+	ErrRateLimited = middleware.ErrRateLimited
 	// ErrOverloaded means the server is handling Options.MaxInFlight
 	// requests and none finished within Options.MaxQueueWait: the request
 	// was not started. Answered with 503 and Retry-After: 1.

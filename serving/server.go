@@ -33,7 +33,7 @@ type Server struct {
 	log       *eventlog.Log
 	store     *graph.Store
 	tel       *telemetry
-	limiter   *keyedLimiter
+	limiter   *middleware.Limiter
 	admission *admission // nil: no bound on requests in flight
 	// bodyBudget bounds the bytes of request bodies held at once (read,
 	// waiting for a slot or being handled); nil: no bound.
@@ -80,7 +80,7 @@ func New(opts Options, log *eventlog.Log, store *graph.Store) (*Server, error) {
 		s.logger.Warn("no API keys configured: write and admin endpoints are open to anyone")
 	}
 	if opts.RatePerSecond > 0 {
-		s.limiter = newKeyedLimiter(opts.RatePerSecond, opts.RateBurst, opts.MaxRateKeys)
+		s.limiter = middleware.NewLimiter(opts.RatePerSecond, opts.RateBurst, opts.MaxRateKeys)
 	}
 	s.admission = newAdmission(opts.MaxInFlight, opts.MaxQueueWait)
 	s.bodyBudget = newBodyBudget(opts.MaxInFlight, opts.MaxBodyBytes)
@@ -105,7 +105,8 @@ func New(opts Options, log *eventlog.Log, store *graph.Store) (*Server, error) {
 func (s *Server) routes() http.Handler {
 	r := chi.NewRouter()
 	r.Use(s.deadlineBody, middleware.RequestID, middleware.Observe(s.tel.tracer, s.tel.reqDuration, s.logger),
-		middleware.Recoverer(s.writeProblem), middleware.Identify(s.keyHashes), s.rateLimit,
+		middleware.Recoverer(s.writeProblem), middleware.Identify(s.keyHashes),
+		middleware.RateLimit(s.limiter, func(r *http.Request) bool { return probeRoutes[r.URL.Path] }, s.writeProblem),
 		middleware.Auth(len(s.keyHashes) > 0, s.needKey, s.writeProblem), s.readBody, s.admit,
 		s.timeout(s.opts.RequestTimeout))
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {

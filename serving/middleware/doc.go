@@ -12,5 +12,6 @@
 //   - [Observe] traces, meters and logs each request;
 //   - [Recoverer] answers a handler's panic with a 500 problem;
 //   - [Identify] stores who the request comes from ([PrincipalFrom]);
+//   - [RateLimit] applies a token bucket per principal ([Limiter]);
 //   - [Auth] refuses a request without a valid API key where one is needed.
 package middleware

@@ -115,3 +115,37 @@ func TestAuth(t *testing.T) {
 		})
 	}
 }
+
+func TestRateLimit(t *testing.T) {
+	l := NewLimiter(1, 2, 10)
+	var refused int
+	writeErr := func(w http.ResponseWriter, _ *http.Request, err error) {
+		if errors.Is(err, ErrRateLimited) {
+			refused++
+		}
+		w.WriteHeader(http.StatusTooManyRequests)
+	}
+	h := Identify(nil)(RateLimit(l, func(r *http.Request) bool { return r.URL.Path == "/healthz" }, writeErr)(
+		http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })))
+	codes := map[int]int{}
+	for range 5 {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("GET", "/x", nil))
+		codes[w.Code]++
+	}
+	if codes[204] != 2 || codes[429] != 3 || refused != 3 {
+		t.Fatalf("5 requests at a burst of 2: %v, want 2 passed and 3 refused", codes)
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest("GET", "/healthz", nil))
+	if w.Code != 204 {
+		t.Fatalf("exempt probe answered %d, want 204", w.Code)
+	}
+	other := httptest.NewRequest("GET", "/x", nil)
+	other.RemoteAddr = "192.0.2.7:1234"
+	w = httptest.NewRecorder()
+	h.ServeHTTP(w, other)
+	if w.Code != 204 {
+		t.Fatalf("another client answered %d, want its own bucket", w.Code)
+	}
+}
