@@ -2,10 +2,8 @@ package serving
 
 import (
 	"bufio"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -16,51 +14,6 @@ import (
 
 	"github.com/hir-ads/hir/serving/problem"
 )
-
-func TestAdmissionAcquire(t *testing.T) {
-	ctx := context.Background()
-	cancelled, cancel := context.WithCancel(ctx)
-	cancel()
-	for _, tc := range []struct {
-		name string
-		// held are the callers holding slots before the call.
-		held   []string
-		ctx    context.Context
-		caller string
-		want   error
-	}{
-		{"free slot", nil, ctx, "a", nil},
-		{"last free slot", []string{"a", "a", "b"}, ctx, "c", nil},
-		{"caller holds its share", []string{"a", "a", "a"}, ctx, "a", errCallerBusy},
-		{"every slot held: shed after the wait", []string{"a", "b", "c", "d"}, ctx, "e", ErrOverloaded},
-		{"client gone while waiting", []string{"a", "b", "c", "d"}, cancelled, "e", context.Canceled},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			a := newAdmission(4, 20*time.Millisecond) // three slots per caller
-			for _, c := range tc.held {
-				if err := a.acquire(ctx, c); err != nil {
-					t.Fatalf("acquire for %s: %v", c, err)
-				}
-			}
-			err := a.acquire(tc.ctx, tc.caller)
-			if !errors.Is(err, tc.want) {
-				t.Fatalf("acquire = %v, want %v", err, tc.want)
-			}
-			if err == nil {
-				a.release(tc.caller)
-			}
-			for _, c := range tc.held {
-				a.release(c)
-			}
-			if len(a.slots) != 0 || len(a.caller) != 0 || a.waiting.Load() != 0 {
-				t.Errorf("after releasing everything: %d slots held, callers %v, %d waiting", len(a.slots), a.caller, a.waiting.Load())
-			}
-		})
-	}
-	if newAdmission(-1, time.Second) != nil {
-		t.Error("a negative MaxInFlight must turn admission control off")
-	}
-}
 
 // TestAdmissionOverHTTP holds every slot of a server (as requests being
 // handled do) and checks what other requests get over HTTP: the caller
@@ -91,7 +44,7 @@ func TestAdmissionOverHTTP(t *testing.T) {
 	var held []string
 	hold := func(key string) {
 		caller := callerKey(key)
-		if err := env.srv.admission.acquire(t.Context(), caller); err != nil {
+		if err := env.srv.admission.Acquire(t.Context(), caller); err != nil {
 			t.Fatal(err)
 		}
 		held = append(held, caller)
@@ -134,7 +87,7 @@ func TestAdmissionOverHTTP(t *testing.T) {
 		t.Errorf("%d events stored while every request was shed, want 0", n)
 	}
 	for _, caller := range held {
-		env.srv.admission.release(caller)
+		env.srv.admission.Release(caller)
 	}
 	if res, got := do(http.MethodPost, "/v1/events", other, strings.Replace(body, "e1", "e4", 1)); res.StatusCode != http.StatusOK {
 		t.Errorf("after the slots were freed: %d %s, want 200", res.StatusCode, got)
@@ -183,7 +136,7 @@ func TestSlowBodiesHoldNoSlot(t *testing.T) {
 			t.Fatalf("request %d of a third caller beside 12 slow bodies: %d %s", i, res.StatusCode, b)
 		}
 	}
-	if n := len(env.srv.admission.slots); n != 0 {
+	if n := env.srv.admission.InFlight(); n != 0 {
 		t.Errorf("%d slots held by unfinished bodies, want 0", n)
 	}
 	conns[0].Write([]byte(body[10:]))

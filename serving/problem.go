@@ -33,11 +33,11 @@ var (
 	// ErrOverloaded means the server is handling Options.MaxInFlight
 	// requests and none finished within Options.MaxQueueWait: the request
 	// was not started. Answered with 503 and Retry-After: 1.
-	ErrOverloaded = errors.New("server overloaded: the request was not started; retry after the Retry-After delay")
+	ErrOverloaded = middleware.ErrOverloaded
 	// errCallerBusy means the caller (API key, else client IP) already
 	// holds its share of the requests in flight (three quarters of
 	// Options.MaxInFlight). Answered with 429 and Retry-After: 1.
-	errCallerBusy = errors.New("too many requests of this caller in flight: the request was not started; retry after the Retry-After delay")
+	errCallerBusy = middleware.ErrCallerBusy
 	// ErrBodyTooLarge means the request body exceeds Options.MaxBodyBytes.
 	ErrBodyTooLarge = errors.New("request body too large")
 	// ErrUnsupportedMediaType means the request body is not application/json.

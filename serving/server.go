@@ -34,7 +34,7 @@ type Server struct {
 	store     *graph.Store
 	tel       *telemetry
 	limiter   *middleware.Limiter
-	admission *admission // nil: no bound on requests in flight
+	admission *middleware.Admission // nil: no bound on requests in flight
 	// bodyBudget bounds the bytes of request bodies held at once (read,
 	// waiting for a slot or being handled); nil: no bound.
 	bodyBudget *semaphore.Weighted
@@ -82,7 +82,7 @@ func New(opts Options, log *eventlog.Log, store *graph.Store) (*Server, error) {
 	if opts.RatePerSecond > 0 {
 		s.limiter = middleware.NewLimiter(opts.RatePerSecond, opts.RateBurst, opts.MaxRateKeys)
 	}
-	s.admission = newAdmission(opts.MaxInFlight, opts.MaxQueueWait)
+	s.admission = middleware.NewAdmission(opts.MaxInFlight, opts.MaxQueueWait)
 	s.bodyBudget = newBodyBudget(opts.MaxInFlight, opts.MaxBodyBytes)
 	s.drainCtx, s.drain = context.WithCancel(context.Background())
 	tel, err := newTelemetry(opts.TracerProvider, s)
@@ -107,7 +107,9 @@ func (s *Server) routes() http.Handler {
 	r.Use(s.deadlineBody, middleware.RequestID, middleware.Observe(s.tel.tracer, s.tel.reqDuration, s.logger),
 		middleware.Recoverer(s.writeProblem), middleware.Identify(s.keyHashes),
 		middleware.RateLimit(s.limiter, func(r *http.Request) bool { return probeRoutes[r.URL.Path] }, s.writeProblem),
-		middleware.Auth(len(s.keyHashes) > 0, s.needKey, s.writeProblem), s.readBody, s.admit,
+		middleware.Auth(len(s.keyHashes) > 0, s.needKey, s.writeProblem), s.readBody,
+		middleware.Admit(s.admission, func(r *http.Request) bool { return unadmittedRoutes[r.URL.Path] },
+			func(ctx context.Context) { s.tel.shed.Add(ctx, 1) }, s.writeProblem),
 		s.timeout(s.opts.RequestTimeout))
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, notFoundf("no route for %s %s", r.Method, clip(r.URL.Path)))
@@ -244,7 +246,7 @@ func (s *Server) close() error {
 func (s *Server) gauges() gaugeValues {
 	g := gaugeValues{inFlight: -1}
 	if s.admission != nil {
-		g.inFlight = int64(len(s.admission.slots))
+		g.inFlight = int64(s.admission.InFlight())
 	}
 	if cur := s.engine.Current(); cur != nil {
 		g.ready = true

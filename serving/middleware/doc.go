@@ -13,5 +13,6 @@
 //   - [Recoverer] answers a handler's panic with a 500 problem;
 //   - [Identify] stores who the request comes from ([PrincipalFrom]);
 //   - [RateLimit] applies a token bucket per principal ([Limiter]);
-//   - [Auth] refuses a request without a valid API key where one is needed.
+//   - [Auth] refuses a request without a valid API key where one is needed;
+//   - [Admit] bounds the requests handled at once ([Admission]).
 package middleware

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel/metric/noop"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
@@ -147,5 +148,50 @@ func TestRateLimit(t *testing.T) {
 	h.ServeHTTP(w, other)
 	if w.Code != 204 {
 		t.Fatalf("another client answered %d, want its own bucket", w.Code)
+	}
+}
+
+func TestAdmissionAcquire(t *testing.T) {
+	ctx := context.Background()
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	for _, tc := range []struct {
+		name string
+		// held are the callers holding slots before the call.
+		held   []string
+		ctx    context.Context
+		caller string
+		want   error
+	}{
+		{"free slot", nil, ctx, "a", nil},
+		{"last free slot", []string{"a", "a", "b"}, ctx, "c", nil},
+		{"caller holds its share", []string{"a", "a", "a"}, ctx, "a", ErrCallerBusy},
+		{"every slot held: shed after the wait", []string{"a", "b", "c", "d"}, ctx, "e", ErrOverloaded},
+		{"client gone while waiting", []string{"a", "b", "c", "d"}, cancelled, "e", context.Canceled},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := NewAdmission(4, 20*time.Millisecond) // three slots per caller
+			for _, c := range tc.held {
+				if err := a.Acquire(ctx, c); err != nil {
+					t.Fatalf("acquire for %s: %v", c, err)
+				}
+			}
+			err := a.Acquire(tc.ctx, tc.caller)
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("acquire = %v, want %v", err, tc.want)
+			}
+			if err == nil {
+				a.Release(tc.caller)
+			}
+			for _, c := range tc.held {
+				a.Release(c)
+			}
+			if len(a.slots) != 0 || len(a.caller) != 0 || a.waiting.Load() != 0 {
+				t.Errorf("after releasing everything: %d slots held, callers %v, %d waiting", len(a.slots), a.caller, a.waiting.Load())
+			}
+		})
+	}
+	if NewAdmission(-1, time.Second) != nil {
+		t.Error("a negative MaxInFlight must turn admission control off")
 	}
 }
