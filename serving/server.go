@@ -110,7 +110,7 @@ func (s *Server) routes() http.Handler {
 		middleware.Auth(len(s.keyHashes) > 0, s.needKey, s.writeProblem), s.readBody,
 		middleware.Admit(s.admission, func(r *http.Request) bool { return unadmittedRoutes[r.URL.Path] },
 			func(ctx context.Context) { s.tel.shed.Add(ctx, 1) }, s.writeProblem),
-		s.timeout(s.opts.RequestTimeout))
+		middleware.Timeout(s.opts.RequestTimeout, s.writeProblem))
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, notFoundf("no route for %s %s", r.Method, clip(r.URL.Path)))
 	})

@@ -27,7 +27,7 @@ func TestTimeoutAnswersAtBudget(t *testing.T) {
 		w.WriteHeader(http.StatusOK)
 		io.WriteString(w, `{"late":true}`)
 	})
-	hs := httptest.NewServer(middleware.RequestID(env.srv.timeout(100 * time.Millisecond)(slow)))
+	hs := httptest.NewServer(middleware.RequestID(middleware.Timeout(100*time.Millisecond, env.srv.writeProblem)(slow)))
 	defer hs.Close()
 	res, err := http.Get(hs.URL + "/v1/retrieve")
 	if err != nil {
@@ -53,7 +53,7 @@ func TestTimeoutAnswersAtBudget(t *testing.T) {
 		w.WriteHeader(http.StatusTeapot)
 		io.WriteString(w, "short and stout")
 	})
-	hs2 := httptest.NewServer(env.srv.timeout(time.Minute)(fast))
+	hs2 := httptest.NewServer(middleware.Timeout(time.Minute, env.srv.writeProblem)(fast))
 	defer hs2.Close()
 	res, err = http.Get(hs2.URL)
 	if err != nil {

@@ -14,5 +14,6 @@
 //   - [Identify] stores who the request comes from ([PrincipalFrom]);
 //   - [RateLimit] applies a token bucket per principal ([Limiter]);
 //   - [Auth] refuses a request without a valid API key where one is needed;
-//   - [Admit] bounds the requests handled at once ([Admission]).
+//   - [Admit] bounds the requests handled at once ([Admission]);
+//   - [Timeout] answers a request not done within its time budget.
 package middleware

@@ -1,4 +1,4 @@
-package serving
+package middleware
 
 import (
 	"bytes"
@@ -12,18 +12,19 @@ import (
 	"github.com/hir-ads/hir/serving/problem"
 )
 
-// errOverBudget is the error answered (503, type timeout) for a request that
-// was not done within Options.RequestTimeout.
-var errOverBudget = fmt.Errorf("the request was not done within the server's time budget: %w", context.DeadlineExceeded)
+// ErrOverBudget is the error Timeout answers for a request not done
+// within its time budget; it wraps context.DeadlineExceeded.
+var ErrOverBudget = fmt.Errorf("the request was not done within the server's time budget: %w", context.DeadlineExceeded)
 
-// timeout bounds each request at d. The handler runs, on the request's
+// Timeout bounds each request at d. The handler runs, on the request's
 // goroutine, with a context that ends after d, which the retrieval loops
-// check, and writes into a buffer; when d passes first, a timer answers the
-// request 503 (type timeout, with Retry-After) at once, whatever the
-// handler is doing, and what the handler writes afterwards is dropped. The
-// request keeps its admission slot until the handler has returned, so work
-// cut short by the deadline still counts against the server's capacity.
-func (s *Server) timeout(d time.Duration) func(http.Handler) http.Handler {
+// check, and writes into a buffer. When d passes first, a timer answers
+// the request at once, whatever the handler is doing (writeErr with
+// ErrOverBudget: the server's 503, type timeout, with Retry-After), and
+// what the handler writes afterwards is dropped. The request keeps its
+// admission slot until the handler has returned, so work cut short by the
+// deadline still counts against the server's capacity.
+func Timeout(d time.Duration, writeErr func(http.ResponseWriter, *http.Request, error)) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			ctx, cancel := context.WithTimeout(r.Context(), d)
@@ -41,7 +42,7 @@ func (s *Server) timeout(d time.Duration) func(http.Handler) http.Handler {
 					return
 				}
 				ew := newBufferedWriter()
-				s.writeProblem(ew, r, errOverBudget)
+				writeErr(ew, r, ErrOverBudget)
 				ew.copyTo(w)
 				_ = http.NewResponseController(w).Flush() // answered now, not when the handler returns
 			})
