@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/hir-ads/hir/graph"
+	"github.com/hir-ads/hir/serving/middleware"
 )
 
 // readJSONBody checks that r carries an application/json body and returns
@@ -29,10 +30,8 @@ func readJSONBody(r *http.Request) ([]byte, error) {
 	if err != nil || mt != "application/json" {
 		return nil, fmt.Errorf("%w (got %q)", ErrUnsupportedMediaType, ct)
 	}
-	var body []byte
-	if bb, ok := r.Body.(*bufferedBody); ok {
-		body = bb.buf
-	} else { // a handler used without the middleware (the ceiling's)
+	body, ok := middleware.Body(r)
+	if !ok { // a handler used without the middleware (the ceiling's)
 		if body, err = io.ReadAll(r.Body); err != nil {
 			return nil, fmt.Errorf("read request body: %w", err)
 		}

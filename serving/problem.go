@@ -49,17 +49,17 @@ var (
 	// ErrNoTrainer means the server has no trainer configured.
 	ErrNoTrainer = errors.New("training is not configured on this server")
 	// ErrShuttingDown means the server is draining and accepts no new work.
-	ErrShuttingDown = errors.New("server is shutting down")
+	ErrShuttingDown = middleware.ErrDraining
 	// ErrClusterUnavailable means the cluster's shared event stream (Redis)
 	// did not take a write: the batch is not acknowledged (retry; events
 	// with ids are deduplicated). Answered with 503 and Retry-After.
 	ErrClusterUnavailable = errors.New("the cluster's shared event stream (Redis) is unavailable: the batch is not acknowledged (one stored here reaches the other replicas once Redis is back); retry later (events with ids are deduplicated)")
 	// ErrBodyTimeout means the request body was not received within
 	// Options.BodyReadTimeout.
-	ErrBodyTimeout = errors.New("request body not received in time")
+	ErrBodyTimeout = middleware.ErrBodyTimeout
 	// errClientClosed means the client closed the connection before its
 	// request body was complete: nobody is left to answer (499).
-	errClientClosed = errors.New("client closed the request before its body was complete")
+	errClientClosed = middleware.ErrClientClosed
 	// ErrEventConflict means an ingested event repeats a stored event id
 	// with a different payload (409): the batch is not stored.
 	ErrEventConflict = errors.New("event id already stored with a different payload")

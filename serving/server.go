@@ -83,7 +83,7 @@ func New(opts Options, log *eventlog.Log, store *graph.Store) (*Server, error) {
 		s.limiter = middleware.NewLimiter(opts.RatePerSecond, opts.RateBurst, opts.MaxRateKeys)
 	}
 	s.admission = middleware.NewAdmission(opts.MaxInFlight, opts.MaxQueueWait)
-	s.bodyBudget = newBodyBudget(opts.MaxInFlight, opts.MaxBodyBytes)
+	s.bodyBudget = middleware.NewBodyBudget(opts.MaxInFlight, opts.MaxBodyBytes)
 	s.drainCtx, s.drain = context.WithCancel(context.Background())
 	tel, err := newTelemetry(opts.TracerProvider, s)
 	if err != nil {
@@ -104,10 +104,13 @@ func New(opts Options, log *eventlog.Log, store *graph.Store) (*Server, error) {
 // routes builds the chi router: middleware first, then the generated routes.
 func (s *Server) routes() http.Handler {
 	r := chi.NewRouter()
-	r.Use(s.deadlineBody, middleware.RequestID, middleware.Observe(s.tel.tracer, s.tel.reqDuration, s.logger),
+	r.Use(middleware.DeadlineBody(s.opts.BodyReadTimeout), middleware.RequestID, middleware.Observe(s.tel.tracer, s.tel.reqDuration, s.logger),
 		middleware.Recoverer(s.writeProblem), middleware.Identify(s.keyHashes),
 		middleware.RateLimit(s.limiter, func(r *http.Request) bool { return probeRoutes[r.URL.Path] }, s.writeProblem),
-		middleware.Auth(len(s.keyHashes) > 0, s.needKey, s.writeProblem), s.readBody,
+		middleware.Auth(len(s.keyHashes) > 0, s.needKey, s.writeProblem),
+		middleware.ReadBody(middleware.BodyOptions{MaxBytes: s.opts.MaxReadBodyBytes, MaxLargeBytes: s.opts.MaxBodyBytes,
+			Large: func(r *http.Request) bool { return ingestRoutes[r.Method+" "+r.URL.Path] }, Budget: s.bodyBudget, Drain: s.drainCtx},
+			s.writeProblem),
 		middleware.Admit(s.admission, func(r *http.Request) bool { return unadmittedRoutes[r.URL.Path] },
 			func(ctx context.Context) { s.tel.shed.Add(ctx, 1) }, s.writeProblem),
 		middleware.Timeout(s.opts.RequestTimeout, s.writeProblem))

@@ -8,12 +8,14 @@
 //
 // The stages here, in the order the server chains them:
 //
+//   - [DeadlineBody] bounds the time to read a request's body;
 //   - [RequestID] tags each request with an id;
 //   - [Observe] traces, meters and logs each request;
 //   - [Recoverer] answers a handler's panic with a 500 problem;
 //   - [Identify] stores who the request comes from ([PrincipalFrom]);
 //   - [RateLimit] applies a token bucket per principal ([Limiter]);
 //   - [Auth] refuses a request without a valid API key where one is needed;
+//   - [ReadBody] reads the body whole, within its caps and the body budget;
 //   - [Admit] bounds the requests handled at once ([Admission]);
 //   - [Timeout] answers a request not done within its time budget.
 package middleware

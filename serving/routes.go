@@ -13,6 +13,14 @@ const RequestIDHeader = problem.RequestIDHeader
 
 func requestIDFrom(ctx context.Context) string { return problem.RequestID(ctx) }
 
+// ingestRoutes are the endpoints whose bodies may be as large as
+// Options.MaxBodyBytes; every other body is capped at
+// Options.MaxReadBodyBytes.
+var ingestRoutes = map[string]bool{
+	"POST /v1/entities": true,
+	"POST /v1/events":   true,
+}
+
 // writeRoutes are the endpoints that always need an API key (when keys are
 // configured).
 var writeRoutes = map[string]bool{
