@@ -17,7 +17,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	hir "github.com/hir-ads/hir"
-	"github.com/hir-ads/hir/serving"
+	"github.com/hir-ads/hir/serving/apidoc"
 )
 
 func init() {
@@ -33,7 +33,7 @@ func init() {
 // world of `hir synth` (the examples name its ids) with a trainer attached.
 func checkSpecExamples(t *testing.T, base, key string) {
 	t.Helper()
-	xs, err := serving.SpecExamples()
+	xs, err := apidoc.Examples()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func checkSpecExamples(t *testing.T, base, key string) {
 	}
 }
 
-func sendExample(t *testing.T, base, key string, x serving.SpecExample) (*http.Request, int, http.Header, []byte) {
+func sendExample(t *testing.T, base, key string, x apidoc.Example) (*http.Request, int, http.Header, []byte) {
 	t.Helper()
 	var rd io.Reader
 	if x.Body != nil {
