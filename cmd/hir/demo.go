@@ -20,6 +20,7 @@ import (
 	"github.com/hir-ads/hir/graph"
 	"github.com/hir-ads/hir/model"
 	"github.com/hir-ads/hir/serving"
+	"github.com/hir-ads/hir/serving/apidoc"
 )
 
 // demoDone is the last line the demo prints once its examples are out.
@@ -249,28 +250,18 @@ type demoCall struct {
 	auth    bool // send the API key
 }
 
-// curl renders c as one shell line; bodies are single-quoted JSON.
+// curl renders c as one shell line, as GET /docs renders the documented
+// examples (bodies single-quoted JSON).
 func (c demoCall) curl(base, key string) (string, error) {
-	var b strings.Builder
-	b.WriteString("curl -sS")
-	if c.method != http.MethodGet {
-		b.WriteString(" -X " + c.method)
-	}
-	b.WriteString(" '" + base + c.path + "'")
-	if c.auth {
-		b.WriteString(" -H 'Authorization: Bearer " + key + "'")
-	}
+	x := apidoc.Example{Method: c.method, Path: c.path, Auth: c.auth}
 	if c.body != nil {
 		body, err := json.Marshal(c.body)
 		if err != nil {
 			return "", fmt.Errorf("encode %s body: %w", c.path, err)
 		}
-		if strings.ContainsRune(string(body), '\'') {
-			return "", fmt.Errorf("encode %s body: it contains a single quote", c.path)
-		}
-		b.WriteString(" -H 'Content-Type: application/json' -d '" + string(body) + "'")
+		x.Body = body
 	}
-	return b.String(), nil
+	return x.Curl(base, key), nil
 }
 
 // demoCalls returns the example requests, in the order they must run (the
