@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -16,12 +17,24 @@ import (
 
 // loadGraph replays the event log of the data directory dir into a new graph
 // store. Events later than asOf (unix ms; 0 keeps all) are left out, so that
-// nothing after a cut can leak into training.
+// nothing after a cut can leak into training. With every event kept, the
+// graph is read from the log's checkpoint where `hir serve` wrote one, and
+// only the batches after it are replayed.
 func loadGraph(ctx context.Context, dir string, asOf int64, logger *slog.Logger) (*graph.Store, error) {
 	if err := requireLog(dir); err != nil {
 		return nil, err
 	}
 	store := graph.NewStore(graph.Options{Logger: logger})
+	opts := eventlog.Options{Dir: filepath.Join(dir, "log"), Logger: logger}
+	if asOf == 0 {
+		opts.Restore = func(r io.Reader) (func(), error) {
+			st, err := graph.ReadCheckpoint(r, graph.Options{Logger: logger})
+			if err != nil {
+				return nil, err
+			}
+			return func() { store = st }, nil
+		}
+	}
 	replay := func(b eventlog.Batch) error {
 		for i := range b.Entities {
 			if _, err := store.UpsertEntity(b.Entities[i]); err != nil {
@@ -38,14 +51,18 @@ func loadGraph(ctx context.Context, dir string, asOf int64, logger *slog.Logger)
 		}
 		return nil
 	}
-	log, rep, err := eventlog.Open(ctx, eventlog.Options{Dir: filepath.Join(dir, "log"), Logger: logger}, replay)
+	log, rep, err := eventlog.Open(ctx, opts, replay)
 	if err != nil {
 		return nil, fmt.Errorf("open event log: %w", err)
 	}
 	if err := log.Close(); err != nil {
 		return nil, fmt.Errorf("close event log: %w", err)
 	}
-	if rep.Batches == 0 {
+	if rep.Checkpoint.Seq > 0 {
+		logger.Info("graph read from the event log's checkpoint", "checkpoint_seq", rep.Checkpoint.Seq,
+			"elapsed", rep.Checkpoint.Elapsed, "batches_after", rep.Batches)
+	}
+	if rep.Batches == 0 && rep.Checkpoint.Seq == 0 {
 		return nil, fmt.Errorf("data directory %s has no events: run `hir import` first", dir)
 	}
 	store.Compact()

@@ -1,6 +1,21 @@
 package main
 
-import "testing"
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/hir-ads/hir/dataset"
+	"github.com/hir-ads/hir/eventlog"
+	"github.com/hir-ads/hir/graph"
+	"github.com/hir-ads/hir/serving"
+)
 
 // TestParseTime checks the --asof forms: unix milliseconds and RFC 3339,
 // whose year starts with a digit too.
@@ -22,4 +37,76 @@ func TestParseTime(t *testing.T) {
 			t.Errorf("parseTime(%q) = %d, %v; want %d (error %v)", tc.in, got, err, tc.want, tc.wantErr)
 		}
 	}
+}
+
+// TestLoadGraphFromCheckpoint: with every event kept, hir train and the
+// other commands read the graph from the log's checkpoint and replay the
+// batches after it; the graph is the one a full replay gives.
+func TestLoadGraphFromCheckpoint(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	cfg := tinyDemo("", dir)
+	e0, _, _ := serveTestEnv(t)
+	if _, err := dataset.Synth(ctx, cfg.synth, filepath.Join(dir, "world")); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := importInto(ctx, e0, "jsonl", filepath.Join(dir, "world"), dir); err != nil {
+		t.Fatal(err)
+	}
+	replayed, err := loadGraph(ctx, dir, 0, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Checkpoint the log as hir serve does, then log one more batch after it.
+	log, store, _, err := serving.OpenStore(ctx, eventlog.Options{Dir: filepath.Join(dir, "log")}, graph.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := log.Checkpoint(ctx, store.WriteCheckpoint); err != nil {
+		t.Fatal(err)
+	}
+	late := graph.Event{ID: "late-1", Src: graph.Ref{Type: graph.NodeUser, ID: "late-user"},
+		Dst: graph.Ref{Type: graph.NodeAd, ID: "late-ad"}, Type: graph.EdgeClick, TS: replayed.MaxTS(), Weight: 1}
+	if _, err := log.Append(ctx, eventlog.Batch{Events: []graph.Event{late}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := log.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := replayed.AddEvent(late); err != nil {
+		t.Fatal(err)
+	}
+
+	var buf bytes.Buffer
+	got, err := loadGraph(ctx, dir, 0, slog.New(slog.NewTextHandler(&buf, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "graph read from the event log's checkpoint") || !strings.Contains(buf.String(), "batches_after=1") {
+		t.Fatalf("the checkpoint was not read: %s", buf.String())
+	}
+	want, have := edgeList(replayed), edgeList(got)
+	if !slices.Equal(want, have) || got.NumNodes(graph.NodeAd) != replayed.NumNodes(graph.NodeAd) {
+		t.Fatalf("graph from the checkpoint: %d events, %d ads; full replay: %d events, %d ads",
+			len(have), got.NumNodes(graph.NodeAd), len(want), replayed.NumNodes(graph.NodeAd))
+	}
+	// A cut replays: the checkpoint holds events after it.
+	cut, err := loadGraph(ctx, dir, replayed.MinTS(), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cut.MaxTS() != replayed.MinTS() || cut.NumEvents() >= replayed.NumEvents() {
+		t.Fatalf("graph cut at %d: %d events up to %d, want only those at the cut", replayed.MinTS(), cut.NumEvents(), cut.MaxTS())
+	}
+}
+
+// edgeList lists every event of s as "src>dst@ts", sorted.
+func edgeList(s *graph.Store) []string {
+	var out []string
+	s.ForEachEdge(0, math.MaxInt64, func(src graph.NodeID, e graph.Edge) bool {
+		out = append(out, fmt.Sprintf("%s>%s@%d", s.Ref(src), s.Ref(e.Nbr), e.TS))
+		return true
+	})
+	slices.Sort(out)
+	return out
 }
