@@ -103,9 +103,16 @@ func (l *Log) writeCheckpoint(state func(io.Writer) error) (CheckpointInfo, erro
 	if err != nil {
 		return CheckpointInfo{}, fmt.Errorf("checkpoint: %w", err)
 	}
-	n, err := l.writeCheckpointTo(f, state)
+	var size int64
+	err = l.writeCheckpointTo(f, state)
 	if err == nil {
 		err = f.Sync()
+	}
+	if err == nil {
+		var st os.FileInfo
+		if st, err = f.Stat(); err == nil {
+			size = st.Size()
+		}
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
@@ -120,7 +127,7 @@ func (l *Log) writeCheckpoint(state func(io.Writer) error) (CheckpointInfo, erro
 		os.Remove(tmp)
 		return CheckpointInfo{}, fmt.Errorf("checkpoint: %w", err)
 	}
-	info := CheckpointInfo{Seq: l.seq, Bytes: n, IDs: l.seen.len(), Elapsed: time.Since(start)}
+	info := CheckpointInfo{Seq: l.seq, Bytes: size, IDs: l.seen.len(), Elapsed: time.Since(start)}
 	l.mu.Lock()
 	l.stats.CheckpointSeq = l.seq
 	l.mu.Unlock()
@@ -128,23 +135,10 @@ func (l *Log) writeCheckpoint(state func(io.Writer) error) (CheckpointInfo, erro
 	return info, nil
 }
 
-// countingWriter counts what passes to w.
-type countingWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *countingWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	return n, err
-}
-
-// writeCheckpointTo writes the checkpoint to f and returns its size.
-func (l *Log) writeCheckpointTo(f io.Writer, state func(io.Writer) error) (int64, error) {
+// writeCheckpointTo writes the checkpoint to f.
+func (l *Log) writeCheckpointTo(f io.Writer, state func(io.Writer) error) error {
 	crc := crc32.New(castagnoli)
-	cw := &countingWriter{w: f}
-	bw := bufio.NewWriterSize(io.MultiWriter(cw, crc), 1<<20)
+	bw := bufio.NewWriterSize(io.MultiWriter(f, crc), 1<<20)
 	h := make([]byte, 0, checkpointHeadSize)
 	h = append(h, checkpointMagic...)
 	h = binary.LittleEndian.AppendUint32(h, checkpointVersion)
@@ -156,7 +150,7 @@ func (l *Log) writeCheckpointTo(f io.Writer, state func(io.Writer) error) (int64
 	h = binary.LittleEndian.AppendUint64(h, l.seen.s1)
 	h = binary.LittleEndian.AppendUint64(h, uint64(l.seen.len()))
 	if _, err := bw.Write(h); err != nil {
-		return 0, err
+		return err
 	}
 	var rec [checkpointIDSize]byte
 	for k, p := range l.seen.m {
@@ -164,21 +158,19 @@ func (l *Log) writeCheckpointTo(f io.Writer, state func(io.Writer) error) (int64
 		binary.LittleEndian.PutUint64(rec[8:], k[1])
 		binary.LittleEndian.PutUint64(rec[16:], p)
 		if _, err := bw.Write(rec[:]); err != nil {
-			return 0, err
+			return err
 		}
 	}
 	if err := state(bw); err != nil {
-		return 0, fmt.Errorf("write state: %w", err)
+		return fmt.Errorf("write state: %w", err)
 	}
 	if err := bw.Flush(); err != nil {
-		return 0, err
+		return err
 	}
 	t := binary.LittleEndian.AppendUint32(nil, crc.Sum32())
 	t = append(t, checkpointEnd...)
-	if _, err := cw.Write(t); err != nil {
-		return 0, err
-	}
-	return cw.n, nil
+	_, err := f.Write(t)
+	return err
 }
 
 // checkpointHead is the fixed part of a checkpoint.
@@ -187,6 +179,7 @@ type checkpointHead struct {
 	segSize     int64
 	seeds       [2]uint64
 	ids         uint64
+	size        int64 // of the whole file
 }
 
 // restoreCheckpoint reads the checkpoint of the log directory, if there is
@@ -229,20 +222,14 @@ func (l *Log) restoreCheckpoint(nums []uint64, restore func(io.Reader) (func(), 
 		return nil, bad("version %d, want %d", v, checkpointVersion)
 	}
 	u := func(off int) uint64 { return binary.LittleEndian.Uint64(hb[off:]) }
-	h := &checkpointHead{seq: u(16), segNum: u(24), segSize: int64(u(32)), seeds: [2]uint64{u(40), u(48)}, ids: u(56)}
+	h := &checkpointHead{seq: u(16), segNum: u(24), segSize: int64(u(32)), seeds: [2]uint64{u(40), u(48)}, ids: u(56), size: size}
 	stateBytes := size - checkpointHeadSize - checkpointTailSize - int64(h.ids)*checkpointIDSize
 	if h.ids > uint64(size)/checkpointIDSize || stateBytes < 0 {
 		return nil, bad("%d ids in %d bytes", h.ids, size)
 	}
 	// The checkpoint must fit the log: its segment is there and holds the
 	// batch it names.
-	found := false
-	for _, n := range nums {
-		if n == h.segNum {
-			found = true
-		}
-	}
-	if !found {
+	if !slices.Contains(nums, h.segNum) {
 		return nil, bad("segment %s is not in the log", segmentName(h.segNum))
 	}
 	if sst, err := os.Stat(filepath.Join(l.dir, segmentName(h.segNum))); err != nil || sst.Size() < h.segSize {

@@ -314,11 +314,8 @@ func (l *Log) recover(ctx context.Context, rep *OpenReport, replay func(Batch) e
 			l.logger.Warn("event log: checkpoint not used; replaying the whole log", "err", err)
 			l.seen = newIDSet()
 		case ck != nil:
-			rep.Checkpoint = CheckpointInfo{Seq: ck.seq, IDs: int(ck.ids), Elapsed: time.Since(start)}
+			rep.Checkpoint = CheckpointInfo{Seq: ck.seq, Bytes: ck.size, IDs: int(ck.ids), Elapsed: time.Since(start)}
 			l.stats.CheckpointSeq = ck.seq
-			if st, err := os.Stat(filepath.Join(l.dir, CheckpointFile)); err == nil {
-				rep.Checkpoint.Bytes = st.Size()
-			}
 		}
 	}
 	apply := func(b Batch) error {

@@ -49,6 +49,13 @@ func (s *Store) WriteCheckpoint(w io.Writer) error {
 		buf = buf[:0]
 		return err
 	}
+	// spill hands buf to bw once it holds 64 KB, keeping the appends cheap.
+	spill := func() error {
+		if len(buf) < 64<<10 {
+			return nil
+		}
+		return put()
+	}
 	str := func(v string) { buf = binary.AppendUvarint(buf, uint64(len(v))); buf = append(buf, v...) }
 
 	buf = append(buf, checkpointMagic...)
@@ -67,10 +74,8 @@ func (s *Store) WriteCheckpoint(w io.Writer) error {
 	buf = binary.AppendUvarint(buf, uint64(len(s.seen)))
 	for id := range s.seen {
 		str(id)
-		if len(buf) >= 64<<10 {
-			if err := put(); err != nil {
-				return err
-			}
+		if err := spill(); err != nil {
+			return err
 		}
 	}
 	if err := put(); err != nil {
@@ -102,10 +107,8 @@ func (s *Store) WriteCheckpoint(w io.Writer) error {
 					buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(v))
 				}
 			}
-			if len(buf) >= 64<<10 {
-				if err := put(); err != nil {
-					return err
-				}
+			if err := spill(); err != nil {
+				return err
 			}
 		}
 	}
@@ -113,10 +116,8 @@ func (s *Store) WriteCheckpoint(w io.Writer) error {
 		t := &s.tables[nt]
 		for _, l := range t.adj {
 			buf = binary.AppendUvarint(buf, uint64(len(l)))
-			if len(buf) >= 64<<10 {
-				if err := put(); err != nil {
-					return err
-				}
+			if err := spill(); err != nil {
+				return err
 			}
 		}
 		for _, l := range t.adj {
@@ -124,10 +125,8 @@ func (s *Store) WriteCheckpoint(w io.Writer) error {
 				buf = binary.LittleEndian.AppendUint64(buf, r.key)
 				buf = binary.LittleEndian.AppendUint32(buf, r.nbr)
 				buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(r.w))
-				if len(buf) >= 64<<10 {
-					if err := put(); err != nil {
-						return err
-					}
+				if err := spill(); err != nil {
+					return err
 				}
 			}
 		}
