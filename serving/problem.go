@@ -195,11 +195,11 @@ func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error)
 	case status == http.StatusInsufficientStorage:
 		detail = "the server's disk is full: nothing of the request was stored; retry later"
 		s.logger.WarnContext(r.Context(), "write refused: disk full", "path", r.URL.Path,
-			"request_id", requestIDFrom(r.Context()), "err", err)
+			"request_id", problem.RequestID(r.Context()), "err", err)
 	case status >= 500 && status != http.StatusServiceUnavailable:
-		detail = "the server failed to handle the request; see the server log for request " + requestIDFrom(r.Context())
+		detail = "the server failed to handle the request; see the server log for request " + problem.RequestID(r.Context())
 		s.logger.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path,
-			"request_id", requestIDFrom(r.Context()), "err", err)
+			"request_id", problem.RequestID(r.Context()), "err", err)
 	case status == http.StatusServiceUnavailable:
 		// 503 sentinels carry client-facing text; anything else stays generic.
 		detail = title
@@ -214,12 +214,12 @@ func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error)
 		if errors.Is(err, eventlog.ErrFailed) {
 			detail = "the event log cannot write (see the server log): nothing of the request was stored; retry later"
 			s.logger.WarnContext(r.Context(), "write refused: event log failing", "path", r.URL.Path,
-				"request_id", requestIDFrom(r.Context()), "err", err)
+				"request_id", problem.RequestID(r.Context()), "err", err)
 		}
 	default:
 		detail = clipDetail(clientDetail(err))
 		s.logger.DebugContext(r.Context(), "request rejected", "status", status, "path", clip(r.URL.Path),
-			"request_id", requestIDFrom(r.Context()), "err", detail)
+			"request_id", problem.RequestID(r.Context()), "err", detail)
 	}
 	p := problem.Problem{Status: status, Slug: slug, Title: title, Detail: detail}
 	var itemErr *ItemError

@@ -1,7 +1,6 @@
 package serving
 
 import (
-	"context"
 	"net/http"
 
 	"github.com/hir-ads/hir/serving/problem"
@@ -10,8 +9,6 @@ import (
 // RequestIDHeader is the header that carries the request id in both
 // directions: a sane incoming value is kept, otherwise one is generated.
 const RequestIDHeader = problem.RequestIDHeader
-
-func requestIDFrom(ctx context.Context) string { return problem.RequestID(ctx) }
 
 // ingestRoutes are the endpoints whose bodies may be as large as
 // Options.MaxBodyBytes; every other body is capped at

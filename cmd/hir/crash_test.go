@@ -262,9 +262,9 @@ func (g *ingestor) check(t *testing.T, dir, when string) int {
 	return len(g.acked)
 }
 
-// crashWorld synthesises, imports and trains the tiny demo world in a
-// fresh data directory.
-func crashWorld(t *testing.T) string {
+// importedWorld synthesises and imports the tiny demo world into a fresh
+// data directory, and returns it with the demo's options for it.
+func importedWorld(t *testing.T) (string, demoConfig) {
 	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -276,7 +276,16 @@ func crashWorld(t *testing.T) string {
 	if _, _, err := importInto(ctx, e0, "jsonl", filepath.Join(dir, "world"), dir); err != nil {
 		t.Fatal(err)
 	}
-	store, err := loadGraph(ctx, dir, 0, e0.logger)
+	return dir, cfg
+}
+
+// crashWorld synthesises, imports and trains the tiny demo world in a
+// fresh data directory.
+func crashWorld(t *testing.T) string {
+	t.Helper()
+	ctx := context.Background()
+	dir, cfg := importedWorld(t)
+	store, err := loadGraph(ctx, dir, 0, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

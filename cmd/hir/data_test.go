@@ -11,7 +11,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hir-ads/hir/dataset"
 	"github.com/hir-ads/hir/eventlog"
 	"github.com/hir-ads/hir/graph"
 	"github.com/hir-ads/hir/serving"
@@ -44,15 +43,7 @@ func TestParseTime(t *testing.T) {
 // batches after it; the graph is the one a full replay gives.
 func TestLoadGraphFromCheckpoint(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	cfg := tinyDemo("", dir)
-	e0, _, _ := serveTestEnv(t)
-	if _, err := dataset.Synth(ctx, cfg.synth, filepath.Join(dir, "world")); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := importInto(ctx, e0, "jsonl", filepath.Join(dir, "world"), dir); err != nil {
-		t.Fatal(err)
-	}
+	dir, _ := importedWorld(t)
 	replayed, err := loadGraph(ctx, dir, 0, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
