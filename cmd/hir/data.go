@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/hir-ads/hir/eventlog"
 	"github.com/hir-ads/hir/graph"
+	"github.com/hir-ads/hir/serving"
 )
 
 // loadGraph replays the event log of the data directory dir into a new graph
@@ -24,36 +24,39 @@ func loadGraph(ctx context.Context, dir string, asOf int64, logger *slog.Logger)
 	if err := requireLog(dir); err != nil {
 		return nil, err
 	}
-	store := graph.NewStore(graph.Options{Logger: logger})
 	opts := eventlog.Options{Dir: filepath.Join(dir, "log"), Logger: logger}
+	var store *graph.Store
+	var log *eventlog.Log
+	var rep eventlog.OpenReport
+	var err error
 	if asOf == 0 {
-		opts.Restore = func(r io.Reader) (func(), error) {
-			st, err := graph.ReadCheckpoint(r, graph.Options{Logger: logger})
-			if err != nil {
-				return nil, err
+		// Every event kept: the graph hir serve starts from, read from
+		// the log's checkpoint where there is one.
+		log, store, rep, err = serving.OpenStore(ctx, opts, graph.Options{Logger: logger})
+	} else {
+		store = graph.NewStore(graph.Options{Logger: logger})
+		log, rep, err = eventlog.Open(ctx, opts, func(b eventlog.Batch) error {
+			for i := range b.Entities {
+				if _, err := store.UpsertEntity(b.Entities[i]); err != nil {
+					return fmt.Errorf("batch %d: entity %s: %w", b.Seq, b.Entities[i].Ref(), err)
+				}
 			}
-			return func() { store = st }, nil
+			for i := range b.Events {
+				if b.Events[i].TS > asOf {
+					continue
+				}
+				if _, err := store.AddEvent(b.Events[i]); err != nil {
+					return fmt.Errorf("batch %d: event %d: %w", b.Seq, i, err)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			err = fmt.Errorf("open event log: %w", err)
 		}
 	}
-	replay := func(b eventlog.Batch) error {
-		for i := range b.Entities {
-			if _, err := store.UpsertEntity(b.Entities[i]); err != nil {
-				return fmt.Errorf("batch %d: entity %s: %w", b.Seq, b.Entities[i].Ref(), err)
-			}
-		}
-		for i := range b.Events {
-			if asOf > 0 && b.Events[i].TS > asOf {
-				continue
-			}
-			if _, err := store.AddEvent(b.Events[i]); err != nil {
-				return fmt.Errorf("batch %d: event %d: %w", b.Seq, i, err)
-			}
-		}
-		return nil
-	}
-	log, rep, err := eventlog.Open(ctx, opts, replay)
 	if err != nil {
-		return nil, fmt.Errorf("open event log: %w", err)
+		return nil, err
 	}
 	if err := log.Close(); err != nil {
 		return nil, fmt.Errorf("close event log: %w", err)
