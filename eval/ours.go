@@ -61,8 +61,9 @@ type OursOptions struct {
 	Build retrieval.BuildOptions
 	// Rank shapes the priors, the co-engagement and the definition of a new
 	// user, and Weights scale the re-rank terms, as the service's
-	// (retrieval.Options; start from rank.DefaultOptions and
-	// rank.DefaultWeights: 0 turns a setting off).
+	// (retrieval.Options: zero settings take rank's defaults, negative ones
+	// turn theirs off; start Weights from rank.DefaultWeights, a weight of
+	// 0 turns its term off).
 	Rank    rank.Options
 	Weights rank.Weights
 	// CalibratedPrior serves the model version's calibrated prior weight
@@ -312,7 +313,7 @@ func (o *Ours) TokenLevels() TokenLevels {
 		if o.engine == nil || o.engine.Current() == nil {
 			return nil, fmt.Errorf("%w: token levels before Fit", ErrBadConfig)
 		}
-		ads := o.engine.Current().Gen.Embeddings[graph.NodeAd]
+		ads := o.engine.Current().Embeddings(graph.NodeAd)
 		if ads == nil {
 			return nil, errors.New("no ad embeddings")
 		}
@@ -465,7 +466,7 @@ func (m *oursPart) TopK(ctx context.Context, q *Query, dst []int32) ([]int32, er
 	} else {
 		v[axis] = 0
 	}
-	ads := s.Gen.Embeddings[graph.NodeAd]
+	ads := s.Embeddings(graph.NodeAd)
 	type scored struct {
 		item  int32
 		score float32

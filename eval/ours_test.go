@@ -172,7 +172,7 @@ func TestOursParts(t *testing.T) {
 	}
 	// The popularity part lists the ads by their coordinate, in the
 	// direction of the user's.
-	ads := ours.Engine().Current().Gen.Embeddings[graph.NodeAd]
+	ads := ours.Engine().Current().Embeddings(graph.NodeAd)
 	axis := ours.Model().PopularityAxis()
 	coord := map[int32]float32{}
 	for r, n := range ads.Idx {
@@ -359,7 +359,7 @@ func checkCoarseLabels(t *testing.T, ctx context.Context, ours *Ours, data strin
 		}
 		counts[code][coarseOf[ad]]++
 	}
-	cat := ours.Engine().Current().Gen.Catalogue
+	cat := ours.Engine().Current().Catalogue()
 	checked := 0
 	for _, tok := range cat.Tokens() {
 		if tok.Level() != 0 {

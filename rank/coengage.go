@@ -38,22 +38,23 @@ const maxBoosted = 1000
 // scores more when users engaged with it close in time to the ads this user
 // engaged with last (what item-to-item collaborative filtering does,
 // restricted to nearby engagements, and fresh: ingested events count at
-// once). 0 turns a setting off (see [Options]).
+// once). A zero field takes its default and a negative one turns its
+// setting off (see [Options]).
 type CoEngageOptions struct {
 	// WindowAds is the span, in a user's distinct engaged ads (clicks or
-	// deeper, in time order), within which two ads count as co-engaged; 0:
-	// no co-engagement term.
+	// deeper, in time order), within which two ads count as co-engaged
+	// (default DefaultCoEngageWindow); negative: no co-engagement term.
 	WindowAds int
 	// HistoryAds is the number of the user's most recent distinct engaged
-	// ads a retrieval reads (at least 1 when WindowAds is set).
+	// ads a retrieval reads (default DefaultCoEngageHistory; at least 1).
 	HistoryAds int
 	// HalfLifeAds weighs the user's recent ads: the i-th most recent (from
-	// 0) weighs 2^(-i/HalfLifeAds) (> 0 when WindowAds is set).
+	// 0) weighs 2^(-i/HalfLifeAds) (default DefaultCoEngageHalfLife; > 0).
 	HalfLifeAds float64
 	// HalfLife also weighs them by time: an ad the user last engaged with
 	// age before the retrieval weighs 2^(-age/HalfLife) besides, so that
 	// the term speaks for the user's current session and fades once that
-	// is over; 0: no time decay.
+	// is over (default DefaultCoEngageAge); negative: no time decay.
 	HalfLife time.Duration
 }
 
@@ -64,17 +65,13 @@ type RecentAd struct {
 	TS int64
 }
 
-// validate checks o's ranges.
+// validate checks the ranges of o, its defaults filled in.
 func (o CoEngageOptions) validate() error {
 	switch {
-	case o.WindowAds < 0:
-		return fmt.Errorf("%w: co-engagement window %d < 0", ErrBadOptions, o.WindowAds)
-	case o.WindowAds > 0 && o.HistoryAds < 1:
+	case o.HistoryAds < 1:
 		return fmt.Errorf("%w: co-engagement history %d < 1", ErrBadOptions, o.HistoryAds)
-	case o.WindowAds > 0 && (!(o.HalfLifeAds > 0) || math.IsInf(o.HalfLifeAds, 1)):
+	case !(o.HalfLifeAds > 0) || math.IsInf(o.HalfLifeAds, 1):
 		return fmt.Errorf("%w: co-engagement half-life %v is not > 0", ErrBadOptions, o.HalfLifeAds)
-	case o.HalfLife < 0:
-		return fmt.Errorf("%w: co-engagement time half-life %v < 0", ErrBadOptions, o.HalfLife)
 	}
 	return nil
 }
@@ -118,7 +115,8 @@ type coScratch struct {
 // NewCoEngagement counts the co-engagement of every user of store with
 // ts <= until; nil when opts turn the term off.
 func NewCoEngagement(store *graph.Store, until int64, opts Options) *CoEngagement {
-	if opts.CoEngage.WindowAds <= 0 {
+	opts = opts.WithDefaults()
+	if opts.CoEngage.WindowAds < 0 {
 		return nil
 	}
 	nAds := store.NumNodes(graph.NodeAd)

@@ -137,7 +137,7 @@ func TestCoEngagementCounts(t *testing.T) {
 			}
 		})
 	}
-	if c := NewCoEngagement(graph.NewStore(graph.Options{}), 0, Options{}); c != nil {
+	if c := NewCoEngagement(graph.NewStore(graph.Options{}), 0, Options{CoEngage: CoEngageOptions{WindowAds: -1}}); c != nil {
 		t.Errorf("window -1: counts kept, want the term off")
 	}
 }
@@ -159,7 +159,7 @@ func TestCoEngagementBoost(t *testing.T) {
 		return n.Idx
 	}
 	opts := DefaultOptions()
-	opts.CoEngage.HalfLifeAds, opts.CoEngage.HalfLife = 1, 0
+	opts.CoEngage.HalfLifeAds, opts.CoEngage.HalfLife = 1, -1 // no time decay
 	c := NewCoEngagement(store, math.MaxInt64, opts)
 	near := func(a, b float32) bool { return math.Abs(float64(a-b)) < 1e-5 }
 	// users: A 2, B 2, C 2, D 1; pairs: AB 2, AC 1, BC 1.

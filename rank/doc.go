@@ -7,7 +7,7 @@
 //
 // # Example
 //
-//	opts := rank.DefaultOptions()
+//	var opts rank.Options // the zero Options: the service's defaults
 //	priors := rank.NewPriors(store, asOf, asOf, opts)
 //	co := rank.NewCoEngagement(store, asOf, opts)
 //	boost := co.Boost(recentAds, asOf, rank.DefaultWeights().CoEngagement)
@@ -16,10 +16,12 @@
 //
 // Settings: [Options] (with [PriorOptions] and [CoEngageOptions]) shape
 // the counters and are fixed for a served generation; [Weights] scale the
-// terms and may change per request. One convention holds for all of them:
-// a field holds its value as is, 0 turns its setting off, and Validate
-// rejects values out of range; [DefaultOptions] and [DefaultWeights] give
-// the service's defaults. [NewUser] is the one definition of a new user.
+// terms and may change per request. The settings follow HIR's one options
+// convention: a zero field takes its default, a negative one turns its
+// setting off, and Validate rejects values out of range. Weights are
+// values, not settings: each is used as it is, so 0 is a term weighed 0,
+// as a request's prior_weight: 0 is; [DefaultWeights] gives the service's.
+// [NewUser] is the one definition of a new user.
 //
 // Counters: both are counted from a graph.Store as of a time, then follow
 // the ingested events through their Observe methods. Both are safe for

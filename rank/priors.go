@@ -44,50 +44,46 @@ const (
 var launchAttrs = []string{"start_time", "release_date"}
 
 // PriorOptions shapes the ads' engagement priors (the "prior" term of the
-// re-rank). Every field holds its value as is and 0 turns its setting off
-// (see [Options]); start from [DefaultOptions].
+// re-rank). A zero field takes its default and a negative one turns its
+// setting off (see [Options]).
 type PriorOptions struct {
-	// HalfLife is the half-life of an engagement's weight; 0: no priors,
-	// every ad's is 0.
+	// HalfLife is the half-life of an engagement's weight (default
+	// DefaultPriorHalfLife); negative: no priors, every ad's is 0.
 	HalfLife time.Duration
-	// ImpressionWeight weighs an impression relative to a click or deeper;
-	// 0: impressions do not count. not_interested never counts.
+	// ImpressionWeight weighs an impression relative to a click or deeper
+	// (default DefaultPriorImpressions); negative: impressions do not
+	// count. not_interested never counts.
 	ImpressionWeight float64
 	// FreshWindow: an ad launched (attribute start_time or release_date) at
 	// most this long ago gets at least the prior of the FreshRank-th most
 	// engaged ad, so that a new ad is tried before it has engagement of its
-	// own; 0: no fresh floor. An ad launching later is not fresh until its
-	// launch.
+	// own (default DefaultFreshWindow); negative: no fresh floor. An ad
+	// launching later is not fresh until its launch.
 	FreshWindow time.Duration
-	// FreshRank is the rank whose prior is the fresh floor (at least 1 when
-	// FreshWindow is set).
+	// FreshRank is the rank whose prior is the fresh floor (default
+	// DefaultFreshRank; it cannot be off: FreshWindow turns the floor off).
 	FreshRank int
 	// FreshEvents ends the floor early: a fresh ad keeps it only until it
 	// has this many engagement events of any type, impressions and
 	// not_interested included, so its own record is then enough to judge
-	// it; 0: no limit.
+	// it (default DefaultFreshEvents); negative: no limit.
 	FreshEvents int
 	// NewUserShrink shrinks the new-user counts toward everyone's: an ad's
 	// new-user count adds this share of its count over all users, so that
-	// an ad new users have not met yet does not fall to 0; 0: none.
+	// an ad new users have not met yet does not fall to 0 (default
+	// DefaultNewUserShrink); negative: none.
 	NewUserShrink float64
 }
 
-// validate checks o's ranges.
+// validate checks the ranges of o, its defaults filled in.
 func (o PriorOptions) validate() error {
 	switch {
-	case o.HalfLife < 0:
-		return fmt.Errorf("%w: prior half-life %v < 0", ErrBadOptions, o.HalfLife)
-	case o.ImpressionWeight < 0 || math.IsNaN(o.ImpressionWeight):
-		return fmt.Errorf("%w: impression weight %v < 0", ErrBadOptions, o.ImpressionWeight)
-	case o.FreshWindow < 0:
-		return fmt.Errorf("%w: fresh window %v < 0", ErrBadOptions, o.FreshWindow)
-	case o.FreshWindow > 0 && o.FreshRank < 1:
+	case math.IsNaN(o.ImpressionWeight) || math.IsInf(o.ImpressionWeight, 0):
+		return fmt.Errorf("%w: impression weight %v is not a number", ErrBadOptions, o.ImpressionWeight)
+	case o.FreshRank < 1:
 		return fmt.Errorf("%w: fresh rank %d < 1", ErrBadOptions, o.FreshRank)
-	case o.FreshEvents < 0:
-		return fmt.Errorf("%w: fresh events %d < 0", ErrBadOptions, o.FreshEvents)
-	case !(o.NewUserShrink >= 0):
-		return fmt.Errorf("%w: new-user shrink %v < 0", ErrBadOptions, o.NewUserShrink)
+	case math.IsNaN(o.NewUserShrink) || math.IsInf(o.NewUserShrink, 0):
+		return fmt.Errorf("%w: new-user shrink %v is not a number", ErrBadOptions, o.NewUserShrink)
 	}
 	return nil
 }
@@ -184,7 +180,8 @@ func (t *Priors) channels(store *graph.Store, src graph.NodeID, ts int64) int {
 // launch later. It returns nil when opts.Prior turns the priors off; the
 // methods of a nil *Priors give every ad 0.
 func NewPriors(store *graph.Store, ref, until int64, opts Options) *Priors {
-	if opts.Prior.HalfLife <= 0 {
+	opts = opts.WithDefaults()
+	if opts.Prior.HalfLife < 0 {
 		return nil
 	}
 	t := &Priors{opts: opts.Prior, newUser: opts.NewUser, halfLifeMS: float64(opts.Prior.HalfLife.Milliseconds()), ref: ref,
@@ -250,7 +247,7 @@ func (t *Priors) noteLocked(ad uint32, e *graph.Entity) {
 func (t *Priors) freshLocked(ad uint32) bool {
 	at, ok := t.launch[ad]
 	return ok && at <= t.now && t.now-at < t.opts.FreshWindow.Milliseconds() &&
-		(t.opts.FreshEvents == 0 || t.events[ad] < t.opts.FreshEvents)
+		(t.opts.FreshEvents < 0 || t.events[ad] < t.opts.FreshEvents)
 }
 
 // refloorLocked recomputes the fresh floor of each channel: the

@@ -174,7 +174,7 @@ func TestTrend(t *testing.T) {
 
 	// The floor can be turned off.
 	off := opts
-	off.Prior.FreshWindow = 0
+	off.Prior.FreshWindow = -1
 	if got := NewPriors(store, t0, t0, off).prior(newAd); got != 0 {
 		t.Errorf("no fresh window: prior %v, want 0", got)
 	}
@@ -221,8 +221,8 @@ func TestTrendNewUsers(t *testing.T) {
 	}
 	opts := DefaultOptions()
 	opts.Prior.HalfLife = 1e6 * time.Hour
-	opts.Prior.FreshWindow = 0
-	opts.Prior.NewUserShrink = 0
+	opts.Prior.FreshWindow = -1
+	opts.Prior.NewUserShrink = -1
 	tr := NewPriors(store, t0, t0, opts)
 	ln := func(c float64) float32 { return float32(math.Log1p(c)) }
 	near := func(a, b float32) bool { return math.Abs(float64(a-b)) < 1e-4 }
@@ -280,7 +280,7 @@ func TestTrendNewUsers(t *testing.T) {
 	}
 	// Off: the new-user channel reads everyone's.
 	off := opts
-	off.NewUser = 0
+	off.NewUser = -1
 	if got := NewPriors(store, t0, t0+1, off).channelPrior(id("later"), newUsers); !near(got, ln(2)) {
 		t.Errorf("no new-user priors: new users' prior %v, want everyone's %v", got, ln(2))
 	}
@@ -296,7 +296,9 @@ func TestNewUser(t *testing.T) {
 		{"no events", DefaultNewUserEvents, 0, true},
 		{"at the limit", DefaultNewUserEvents, DefaultNewUserEvents, true},
 		{"past it", DefaultNewUserEvents, DefaultNewUserEvents + 1, false},
-		{"off", 0, 0, false},
+		{"zero is the default", 0, DefaultNewUserEvents, true},
+		{"zero is the default, past it", 0, DefaultNewUserEvents + 1, false},
+		{"off", -1, 0, false},
 	} {
 		if got := tc.def.Is(tc.events); got != tc.want {
 			t.Errorf("%s: NewUser(%d).Is(%d) = %v, want %v", tc.name, tc.def, tc.events, got, tc.want)
@@ -311,18 +313,18 @@ func TestValidate(t *testing.T) {
 		ok   bool
 	}{
 		{"defaults", func(*Options, *Weights) {}, true},
-		{"all off", func(o *Options, w *Weights) { *o, *w = Options{}, Weights{} }, true},
-		{"negative half-life", func(o *Options, _ *Weights) { o.Prior.HalfLife = -1 }, false},
+		{"zero options: the defaults", func(o *Options, w *Weights) { *o, *w = Options{}, Weights{} }, true},
+		{"every setting off", func(o *Options, _ *Weights) {
+			*o = Options{Prior: PriorOptions{HalfLife: -1, ImpressionWeight: -1, FreshWindow: -1, FreshEvents: -1, NewUserShrink: -1},
+				CoEngage: CoEngageOptions{WindowAds: -1, HalfLife: -1}, NewUser: -1}
+		}, true},
 		{"NaN impressions", func(o *Options, _ *Weights) { o.Prior.ImpressionWeight = math.NaN() }, false},
-		{"fresh rank 0", func(o *Options, _ *Weights) { o.Prior.FreshRank = 0 }, false},
-		{"negative window", func(o *Options, _ *Weights) { o.CoEngage.WindowAds = -1 }, false},
-		{"history 0", func(o *Options, _ *Weights) { o.CoEngage.HistoryAds = 0 }, false},
-		{"history 0 without co-engagement", func(o *Options, _ *Weights) { o.CoEngage = CoEngageOptions{} }, true},
-		{"fresh rank 0 without a fresh window", func(o *Options, _ *Weights) { o.Prior.FreshWindow, o.Prior.FreshRank = 0, 0 }, true},
-		{"half-life 0 ads", func(o *Options, _ *Weights) { o.CoEngage.HalfLifeAds = 0 }, false},
-		{"negative co-engagement time half-life", func(o *Options, _ *Weights) { o.CoEngage.HalfLife = -time.Hour }, false},
-		{"no co-engagement time decay", func(o *Options, _ *Weights) { o.CoEngage.HalfLife = 0 }, true},
-		{"negative new user", func(o *Options, _ *Weights) { o.NewUser = -1 }, false},
+		{"fresh rank 0 is the default", func(o *Options, _ *Weights) { o.Prior.FreshRank = 0 }, true},
+		{"negative fresh rank", func(o *Options, _ *Weights) { o.Prior.FreshRank = -1 }, false},
+		{"negative history", func(o *Options, _ *Weights) { o.CoEngage.HistoryAds = -1 }, false},
+		{"negative half-life ads", func(o *Options, _ *Weights) { o.CoEngage.HalfLifeAds = -1 }, false},
+		{"infinite half-life ads", func(o *Options, _ *Weights) { o.CoEngage.HalfLifeAds = math.Inf(1) }, false},
+		{"NaN new-user shrink", func(o *Options, _ *Weights) { o.Prior.NewUserShrink = math.NaN() }, false},
 		{"prior weight too big", func(_ *Options, w *Weights) { w.Prior = MaxPriorWeight + 1 }, false},
 		{"negative co weight", func(_ *Options, w *Weights) { w.CoEngagement = -1 }, false},
 		{"NaN prior weight", func(_ *Options, w *Weights) { w.Prior = float32(math.NaN()) }, false},
@@ -405,7 +407,7 @@ func TestNewAds(t *testing.T) {
 	}{
 		{3, []string{"launched", "none", "one"}},
 		{1, []string{"launched", "none"}},
-		{0, []string{"launched", "none"}}, // no budget: never engaged
+		{-1, []string{"launched", "none"}}, // no budget: never engaged
 	} {
 		opts := DefaultOptions()
 		opts.Prior.FreshEvents = tc.budget

@@ -82,7 +82,7 @@ func Build(ctx context.Context, m *model.Model, store *graph.Store, asOf int64, 
 	if err != nil {
 		return nil, err
 	}
-	s := &Served{Gen: gen, Live: &Live{Index: ix}}
+	s := &Served{gen: gen, live: &Live{Index: ix}}
 	if err := buildCatalogue(ctx, s, store); err != nil {
 		return nil, err
 	}
@@ -197,7 +197,7 @@ func buildCatalogue(ctx context.Context, s *Served, store *graph.Store) error {
 			brands = append(brands, e.Text)
 		}
 	}
-	cat, err := index.BuildCatalogue(ctx, s.Live.Index.Snapshot(), index.CatalogueOptions{Text: func(id uint32) string {
+	cat, err := index.BuildCatalogue(ctx, s.live.Index.Snapshot(), index.CatalogueOptions{Text: func(id uint32) string {
 		if e := store.Entity(graph.NodeID{Type: graph.NodeAd, Idx: id}); e != nil {
 			return e.Text
 		}
@@ -219,7 +219,7 @@ func buildCatalogue(ctx context.Context, s *Served, store *graph.Store) error {
 	if err != nil {
 		return fmt.Errorf("build token catalogue: %w", err)
 	}
-	s.Gen.Catalogue = cat
+	s.gen.Catalogue = cat
 	return nil
 }
 

@@ -32,7 +32,7 @@ func TestBuildEmbedWorkers(t *testing.T) {
 	}
 	one, many := build(1, 5), build(3, 7)
 	for _, nt := range []graph.NodeType{graph.NodeUser, graph.NodeAd} {
-		a, b := one.Gen.Embeddings[nt], many.Gen.Embeddings[nt]
+		a, b := one.gen.Embeddings[nt], many.gen.Embeddings[nt]
 		if a == nil || len(a.Idx) == 0 || !slices.Equal(a.Idx, b.Idx) || !slices.Equal(a.Data, b.Data) {
 			t.Errorf("%s embeddings differ between 1 worker, batch 5 and 3 workers, batch 7", nt)
 		}
@@ -96,8 +96,8 @@ func TestOpenVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Gen.Dir != dir || !s.Gen.TrainedAt.Equal(st.ModTime()) || s.Gen.Metrics["steps"] != 2 || s.Gen.Metrics["train_events"] == 0 {
-		t.Errorf("opened: dir %q (want %q), trained at %v (want %v), metrics %v", s.Gen.Dir, dir, s.Gen.TrainedAt, st.ModTime(), s.Gen.Metrics)
+	if s.gen.Dir != dir || !s.gen.TrainedAt.Equal(st.ModTime()) || s.gen.Metrics["steps"] != 2 || s.gen.Metrics["train_events"] == 0 {
+		t.Errorf("opened: dir %q (want %q), trained at %v (want %v), metrics %v", s.gen.Dir, dir, s.gen.TrainedAt, st.ModTime(), s.gen.Metrics)
 	}
 
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -105,8 +105,8 @@ func TestOpenVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !s.Gen.TrainedAt.Equal(at) || s.Gen.Metrics["val_window_auc"] != 0.7 || s.Gen.Metrics["steps"] != 2 {
-		t.Errorf("announced: trained at %v, metrics %v; want the announcement's time and val_window_auc, the checkpoint's steps", s.Gen.TrainedAt, s.Gen.Metrics)
+	if !s.gen.TrainedAt.Equal(at) || s.gen.Metrics["val_window_auc"] != 0.7 || s.gen.Metrics["steps"] != 2 {
+		t.Errorf("announced: trained at %v, metrics %v; want the announcement's time and val_window_auc, the checkpoint's steps", s.gen.TrainedAt, s.gen.Metrics)
 	}
 
 	if err := os.WriteFile(filepath.Join(dir, model.FileConfig), []byte("{"), 0o644); err != nil {
@@ -144,7 +144,7 @@ func TestCatalogueFile(t *testing.T) {
 	if !st.CatalogueLoaded {
 		t.Fatal("the catalogue was built, want it read from its file")
 	}
-	if diff := cmp.Diff(built.Gen.Catalogue.Infos(), s.Gen.Catalogue.Infos()); diff != "" {
+	if diff := cmp.Diff(built.gen.Catalogue.Infos(), s.gen.Catalogue.Infos()); diff != "" {
 		t.Errorf("catalogue read differs from the one built (-built +read):\n%s", diff)
 	}
 	// An ad retitled since: the labels must be read from the text anew.
@@ -160,8 +160,8 @@ func TestCatalogueFile(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, FileCatalogue), []byte(`{"tokens":[`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if s, st := load(); st.CatalogueLoaded || s.Gen.Catalogue == nil {
-		t.Errorf("damaged catalogue file: loaded %v, catalogue %v; want one built", st.CatalogueLoaded, s.Gen.Catalogue != nil)
+	if s, st := load(); st.CatalogueLoaded || s.gen.Catalogue == nil {
+		t.Errorf("damaged catalogue file: loaded %v, catalogue %v; want one built", st.CatalogueLoaded, s.gen.Catalogue != nil)
 	}
 	// Files without a usable catalogue (an older build's): Open writes the
 	// catalogue it built, and the next load reads it.

@@ -154,10 +154,10 @@ func TestCalibrate(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := s.Gen.Metrics["calibrated_prior_weight"]; got != float64(c.PriorWeight) {
+			if got := s.gen.Metrics["calibrated_prior_weight"]; got != float64(c.PriorWeight) {
 				t.Errorf("generation metric calibrated_prior_weight = %v, want %v", got, c.PriorWeight)
 			}
-			if got := s.Gen.Metrics["popularity_weight"]; got != float64(*c.PopularityWeight) {
+			if got := s.gen.Metrics["popularity_weight"]; got != float64(*c.PopularityWeight) {
 				t.Errorf("generation metric popularity_weight = %v, want %v", got, *c.PopularityWeight)
 			}
 			if err := eng.Publish(ctx, s); err != nil {
@@ -192,7 +192,7 @@ func TestCalibrate(t *testing.T) {
 				q := slices.Clone(raw)
 				q[axis] *= w
 				for _, cand := range res.Candidates {
-					ad, _ := s.Gen.Embeddings[graph.NodeAd].Vector(cand.Ad)
+					ad, _ := s.gen.Embeddings[graph.NodeAd].Vector(cand.Ad)
 					var dot float32
 					for j := range q {
 						dot += q[j] * ad[j]
@@ -299,7 +299,7 @@ func TestCalibrateNewAds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := s.Gen.Metrics["new_ad_scale"]; got != float64(c.NewAdScale) {
+	if got := s.gen.Metrics["new_ad_scale"]; got != float64(c.NewAdScale) {
 		t.Errorf("generation metric new_ad_scale = %v, want %v", got, c.NewAdScale)
 	}
 }

@@ -68,16 +68,16 @@ type mapCache struct {
 func (c *mapCache) get(ctx context.Context, s *Served) (*mapBasis, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if b := c.basis; b != nil && b.gen == s.Gen {
+	if b := c.basis; b != nil && b.gen == s.gen {
 		return b, nil
 	}
-	m := s.Gen.Embeddings[graph.NodeAd]
+	m := s.gen.Embeddings[graph.NodeAd]
 	if m == nil || m.Len() == 0 {
-		return nil, fmt.Errorf("%w: model %s has no ad embeddings to map", ErrNotFound, s.Gen.Version)
+		return nil, fmt.Errorf("%w: model %s has no ad embeddings to map", ErrNotFound, s.gen.Version)
 	}
 	dim := m.Dim
-	if s.Gen.Model != nil {
-		dim = min(dim, s.Gen.Model.Config().EmbedDim)
+	if s.gen.Model != nil {
+		dim = min(dim, s.gen.Model.Config().EmbedDim)
 	}
 	rows := explore.Spread(m.Len(), MapBasisSample)
 	vecs := make([][]float32, len(rows))
@@ -88,7 +88,7 @@ func (c *mapCache) get(ctx context.Context, s *Served) (*mapBasis, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fit map basis: %w", err)
 	}
-	c.basis = &mapBasis{gen: s.Gen, pca: pca}
+	c.basis = &mapBasis{gen: s.gen, pca: pca}
 	return c.basis, nil
 }
 
@@ -131,15 +131,15 @@ func (e *Engine) Map(ctx context.Context, limit int) (*EmbeddingMap, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := s.Gen.Embeddings[graph.NodeAd]
+	m := s.gen.Embeddings[graph.NodeAd]
 	ev := b.pca.Explained()
-	out := &EmbeddingMap{Version: s.Gen.Version, BasisSample: b.pca.SampleSize(), Total: m.Len(),
+	out := &EmbeddingMap{Version: s.gen.Version, BasisSample: b.pca.SampleSize(), Total: m.Len(),
 		Explained: [2]float64{ev[0], ev[1]}, Points: []MapPoint{}, Interests: []MapInterest{}}
 	counts := map[index.Token]int{}
-	q := s.Live.Index.Quantizer()
+	q := s.live.Index.Quantizer()
 	for _, row := range explore.Spread(m.Len(), limit) {
 		ref := e.store.Ref(graph.NodeID{Type: graph.NodeAd, Idx: m.Idx[row]})
-		p, ok := b.point(q, s.Gen.Catalogue, ref, m.Data[row*m.Dim:(row+1)*m.Dim])
+		p, ok := b.point(q, s.gen.Catalogue, ref, m.Data[row*m.Dim:(row+1)*m.Dim])
 		if !ok {
 			continue
 		}
@@ -150,7 +150,7 @@ func (e *Engine) Map(ctx context.Context, limit int) (*EmbeddingMap, error) {
 	}
 	for t, n := range counts {
 		in := MapInterest{Token: t, Share: float32(n) / float32(len(out.Points))}
-		if cat := s.Gen.Catalogue; cat != nil {
+		if cat := s.gen.Catalogue; cat != nil {
 			if info, ok := cat.Get(t); ok {
 				in.Label = info.Label
 			}
@@ -178,8 +178,8 @@ func (e *Engine) Project(ctx context.Context, refs []graph.Ref) (version string,
 		return "", nil, nil, err
 	}
 	points, missing = []MapPoint{}, []graph.Ref{}
-	idx := s.Live.Index.Snapshot()
-	q := s.Live.Index.Quantizer()
+	idx := s.live.Index.Snapshot()
+	q := s.live.Index.Quantizer()
 	for _, ref := range refs {
 		vec, err := e.vectorIn(ctx, s, idx, ref)
 		if errors.Is(err, ErrNotFound) {
@@ -189,11 +189,11 @@ func (e *Engine) Project(ctx context.Context, refs []graph.Ref) (version string,
 		if err != nil {
 			return "", nil, nil, err
 		}
-		if p, ok := b.point(q, s.Gen.Catalogue, ref, vec); ok {
+		if p, ok := b.point(q, s.gen.Catalogue, ref, vec); ok {
 			points = append(points, p)
 		} else {
 			missing = append(missing, ref)
 		}
 	}
-	return s.Gen.Version, points, missing, nil
+	return s.gen.Version, points, missing, nil
 }

@@ -39,11 +39,12 @@ const DefaultEmbedCacheSize = 100_000
 // Options configures an [Engine].
 type Options struct {
 	// Rank shapes the priors, the co-engagement and the definition of a new
-	// user (start from rank.DefaultOptions; its zero value turns them all
-	// off).
+	// user (zero fields take rank's defaults, negative ones turn their
+	// setting off).
 	Rank rank.Options
-	// Weights are the re-rank weights of a request that names none (start
-	// from rank.DefaultWeights; 0 turns a term off).
+	// Weights are the re-rank weights of a request that names none: values,
+	// used as they are (start from rank.DefaultWeights; a weight of 0 turns
+	// its term off).
 	Weights rank.Weights
 	// CalibratedPrior: a generation whose model has a calibration
 	// (model.Model.Calibration, written by Calibrate after training)
@@ -116,6 +117,7 @@ func NewEngine(store *graph.Store, opts Options) (*Engine, error) {
 	if store == nil {
 		return nil, fmt.Errorf("%w: nil store", ErrBadOptions)
 	}
+	opts.Rank = opts.Rank.WithDefaults()
 	if err := opts.Rank.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadOptions, err)
 	}
@@ -205,8 +207,8 @@ func (e *Engine) Weights() rank.Weights { return e.weights(e.cur.Load()) }
 // weights is Weights for the generation s (nil: none served).
 func (e *Engine) weights(s *Served) rank.Weights {
 	w := e.opts.Weights
-	if e.opts.CalibratedPrior && s != nil && s.Gen != nil && s.Gen.Model != nil {
-		if c := s.Gen.Model.Calibration(); c != nil {
+	if e.opts.CalibratedPrior && s != nil && s.gen != nil && s.gen.Model != nil {
+		if c := s.gen.Model.Calibration(); c != nil {
 			w.Prior = c.PriorWeight
 		}
 	}
@@ -232,16 +234,16 @@ func (e *Engine) Current() *Served { return e.cur.Load() }
 // generation it publishes. s must come from [Build], [Load], [Open] or a
 // [TrainJob] and must not be published twice.
 func (e *Engine) Publish(ctx context.Context, s *Served) error {
-	if s == nil || s.Gen == nil || s.Live == nil || s.Live.Index == nil {
+	if s == nil || s.gen == nil || s.live == nil || s.live.Index == nil {
 		return fmt.Errorf("%w: publish an incomplete generation", ErrBadOptions)
 	}
-	if s.Gen.Model != nil {
+	if s.gen.Model != nil {
 		e.warmEmbed(ctx, s)
 	}
 	e.applyMu.Lock()
 	defer e.applyMu.Unlock()
 	start := time.Now()
-	now := max(s.Gen.AsOf, e.store.MaxTS())
+	now := max(s.gen.AsOf, e.store.MaxTS())
 	// The counters read only the graph, which holds still under applyMu:
 	// they are counted beside the catch-up of the index.
 	var priors *rank.Priors
@@ -251,34 +253,34 @@ func (e *Engine) Publish(ctx context.Context, s *Served) error {
 	go func() {
 		defer close(counted)
 		t := time.Now()
-		priors = rank.NewPriors(e.store, s.Gen.AsOf, now, e.opts.Rank)
+		priors = rank.NewPriors(e.store, s.gen.AsOf, now, e.opts.Rank)
 		co = rank.NewCoEngagement(e.store, now, e.opts.Rank)
 		countTime = time.Since(t)
 	}()
 	var catchUpTime time.Duration
-	if s.Gen.Model != nil {
+	if s.gen.Model != nil {
 		t := time.Now()
 		n, err := catchUpIndex(ctx, s, e.store, serveTime(e.store), nil, e.opts.Build)
 		catchUpTime = time.Since(t)
 		if err != nil {
 			<-counted
-			return fmt.Errorf("publish %s: %w", s.Gen.Version, err)
+			return fmt.Errorf("publish %s: %w", s.gen.Version, err)
 		}
 		if n > 0 {
-			e.logger.Info("caught up ads ingested since the generation was built", "version", s.Gen.Version, "ads", n)
+			e.logger.Info("caught up ads ingested since the generation was built", "version", s.gen.Version, "ads", n)
 		}
 	}
 	<-counted
-	s.Live.Priors, s.Live.Co = priors, co
-	if err := s.Live.Priors.Sync(ctx, s.Live.Index); err != nil {
-		return fmt.Errorf("publish %s: %w", s.Gen.Version, err)
+	s.live.Priors, s.live.Co = priors, co
+	if err := s.live.Priors.Sync(ctx, s.live.Index); err != nil {
+		return fmt.Errorf("publish %s: %w", s.gen.Version, err)
 	}
-	if err := s.Live.Index.SetPopularityFloor(ctx, s.popularityAxis(), e.opts.Rank.Prior.FreshRank); err != nil {
-		return fmt.Errorf("publish %s: %w", s.Gen.Version, err)
+	if err := s.live.Index.SetPopularityFloor(ctx, s.popularityAxis(), e.opts.Rank.Prior.FreshRank); err != nil {
+		return fmt.Errorf("publish %s: %w", s.gen.Version, err)
 	}
 	e.cur.Store(s)
 	e.cache.reset()
-	e.logger.Info("generation published", "version", s.Gen.Version, "index_size", s.IndexSize(),
+	e.logger.Info("generation published", "version", s.gen.Version, "index_size", s.IndexSize(),
 		"catch_up", time.Since(start), "index_catch_up", catchUpTime, "counters", countTime)
 	return nil
 }
@@ -289,21 +291,21 @@ func (e *Engine) Publish(ctx context.Context, s *Served) error {
 // does not batch: model.Model.BatchGain). Outside the apply lock; a
 // failure is only logged (requests would compile what they need).
 func (e *Engine) warmEmbed(ctx context.Context, s *Served) {
-	if !s.Gen.Model.BatchGain() {
+	if !s.gen.Model.BatchGain() {
 		return
 	}
 	start := time.Now()
 	sg := s.sampler(e.store, e.opts.NarrowRequestView).SampleVirtual(graph.NodeUser, nil, serveTime(e.store), graph.ViewTeacher, 1)
 	for b := 1; ; b *= 2 {
-		if _, err := s.Gen.Model.EmbedSubgraphs(ctx, e.store, slices.Repeat([]*graph.Subgraph{sg}, b)); err != nil {
-			e.logger.Warn("warm up request-time embedding", "version", s.Gen.Version, "batch", b, "err", err)
+		if _, err := s.gen.Model.EmbedSubgraphs(ctx, e.store, slices.Repeat([]*graph.Subgraph{sg}, b)); err != nil {
+			e.logger.Warn("warm up request-time embedding", "version", s.gen.Version, "batch", b, "err", err)
 			return
 		}
 		if b >= e.opts.EmbedBatch.Max {
 			break
 		}
 	}
-	e.logger.Info("request-time embedding warmed up", "version", s.Gen.Version, "max_batch", e.opts.EmbedBatch.Max,
+	e.logger.Info("request-time embedding warmed up", "version", s.gen.Version, "max_batch", e.opts.EmbedBatch.Max,
 		"elapsed", time.Since(start))
 }
 
@@ -328,10 +330,10 @@ func (e *Engine) Apply(ctx context.Context, ents []graph.Entity, evs []graph.Eve
 		errs = append(errs, err)
 	}
 	if s != nil {
-		if err := s.Live.Priors.Observe(ctx, e.store, added, s.Live.Index); err != nil {
+		if err := s.live.Priors.Observe(ctx, e.store, added, s.live.Index); err != nil {
 			errs = append(errs, err)
 		}
-		s.Live.Co.Observe(e.store, added)
+		s.live.Co.Observe(e.store, added)
 	}
 	return added, errors.Join(errs...)
 }
@@ -439,20 +441,20 @@ func (e *Engine) indexFresh(ctx context.Context, s *Served, ents []graph.Entity,
 			}
 		}
 	}
-	if s == nil || s.Gen.Model == nil {
+	if s == nil || s.gen.Model == nil {
 		return nil
 	}
 	asOf := serveTime(e.store)
-	vecs, err := s.Gen.Model.Embed(ctx, e.store, ids, asOf)
+	vecs, err := s.gen.Model.Embed(ctx, e.store, ids, asOf)
 	if err != nil {
 		return fmt.Errorf("embed fresh ads: %w", err)
 	}
 	docs := make([]index.Doc, len(ids))
 	for i, id := range ids {
-		all, newUser, fresh := s.Live.Priors.Doc(id.Idx, e.store.Entity(id))
+		all, newUser, fresh := s.live.Priors.Doc(id.Idx, e.store.Entity(id))
 		docs[i] = index.Doc{ID: id.Idx, Embedding: vecs[i], Attrs: adAttrs(e.store, id, asOf), Prior: all, NewUserPrior: newUser, Fresh: fresh}
 	}
-	if err := s.Live.Index.Upsert(ctx, docs...); err != nil {
+	if err := s.live.Index.Upsert(ctx, docs...); err != nil {
 		return fmt.Errorf("upsert fresh ads: %w", err)
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -70,23 +71,48 @@ type Live struct {
 
 // Served is what a request reads: a generation and its live part. A
 // request loads the engine's current Served once and uses it throughout.
+// Its parts are read only through [Engine] methods and the accessors
+// below, which describe the version it serves.
 type Served struct {
-	Gen  *Generation
-	Live *Live
+	gen  *Generation
+	live *Live
 
-	sm atomic.Pointer[graph.Sampler] // request-time sampler of Gen.Model, made on first use
+	sm atomic.Pointer[graph.Sampler] // request-time sampler of gen.Model, made on first use
 }
+
+// Version names the model version served ("v3").
+func (s *Served) Version() string { return s.gen.Version }
+
+// TrainedAt is when the served model version was trained.
+func (s *Served) TrainedAt() time.Time { return s.gen.TrainedAt }
+
+// AsOf is the graph time (unix ms) the generation's embeddings were
+// taken at.
+func (s *Served) AsOf() int64 { return s.gen.AsOf }
+
+// Dir is the absolute checkpoint directory of the served model version
+// ("" when unknown).
+func (s *Served) Dir() string { return s.gen.Dir }
+
+// Metrics returns a copy of the served model's training and validation
+// metrics.
+func (s *Served) Metrics() map[string]float64 { return maps.Clone(s.gen.Metrics) }
+
+// Embeddings returns the generation's embeddings of the nodes of type t
+// as of AsOf (nil when it holds none). The matrix is shared and must not
+// be modified.
+func (s *Served) Embeddings(t graph.NodeType) *Matrix { return s.gen.Embeddings[t] }
 
 // sampler returns the request-time sampler of the generation's model over
 // store (one per Served, so that its pooled state is reused across
 // requests): its teacher view, or with narrow its student view without
 // dropout as the teacher view. An engine always passes the same store and
-// narrow. Gen.Model must not be nil.
+// narrow. gen.Model must not be nil.
 func (s *Served) sampler(store *graph.Store, narrow bool) *graph.Sampler {
 	if sm := s.sm.Load(); sm != nil {
 		return sm
 	}
-	opts := s.Gen.Model.SamplerOptions()
+	opts := s.gen.Model.SamplerOptions()
 	if narrow {
 		opts = graph.NewSampler(store, opts).Options() // with the defaults of both views
 		opts.Teacher = opts.Student
@@ -102,18 +128,18 @@ func (s *Served) sampler(store *graph.Store, narrow bool) *graph.Sampler {
 // popularityAxis is the generation's model's popularity coordinate (-1:
 // none, or no model).
 func (s *Served) popularityAxis() int {
-	if s.Gen.Model == nil {
+	if s.gen.Model == nil {
 		return -1
 	}
-	return s.Gen.Model.PopularityAxis()
+	return s.gen.Model.PopularityAxis()
 }
 
 // IndexSize returns the number of ads in the live index.
 func (s *Served) IndexSize() int {
-	if s == nil || s.Live == nil || s.Live.Index == nil {
+	if s == nil || s.live == nil || s.live.Index == nil {
 		return 0
 	}
-	return s.Live.Index.Snapshot().Len()
+	return s.live.Index.Snapshot().Len()
 }
 
 // Matrix is a dense matrix of L2-normalised embeddings of nodes of one type,

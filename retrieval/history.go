@@ -56,7 +56,7 @@ func (e *Engine) Model() (*ModelStatus, error) {
 	if s == nil {
 		return nil, ErrNoGeneration
 	}
-	g := s.Gen
+	g := s.gen
 	st := &ModelStatus{Version: g.Version, TrainedAt: g.TrainedAt, IndexSize: s.IndexSize(), Metrics: g.Metrics}
 	st.History, st.UsageEntropy = e.history.get(g, e.logger)
 	return st, nil

@@ -109,11 +109,11 @@ func NewTrainJob(store *graph.Store, opts JobOptions) TrainJob {
 			return nil, loss, errors.Join(err, model.Discard(ckpt))
 		}
 		if dir, err := filepath.Abs(ckpt.Dir); err == nil {
-			next.Gen.Dir = dir
+			next.gen.Dir = dir
 		}
 		serving := ""
 		if prev != nil {
-			serving = prev.Gen.Dir
+			serving = prev.gen.Dir
 		}
 		if removed, err := model.Prune(opts.DataDir, opts.KeepVersions, serving); err != nil {
 			opts.Build.Logger.Warn("prune model versions", "err", err)
@@ -142,14 +142,14 @@ func validateAndBuild(ctx context.Context, store *graph.Store, prev *Served, ckp
 	if err != nil {
 		return nil, 0, fmt.Errorf("validate candidate: %w", err)
 	}
-	if prev != nil && prev.Gen.Model != nil && !math.IsNaN(candAUC) {
-		prevAUC, err := val.auc(ctx, prev.Gen.Model, store)
+	if prev != nil && prev.gen.Model != nil && !math.IsNaN(candAUC) {
+		prevAUC, err := val.auc(ctx, prev.gen.Model, store)
 		if err != nil {
 			return nil, 0, fmt.Errorf("validate serving model: %w", err)
 		}
 		if !math.IsNaN(prevAUC) && candAUC < prevAUC-opts.Tolerance {
 			return nil, loss, fmt.Errorf("%w: %s AUC %.4f < %s AUC %.4f - %.3f", ErrRegressed,
-				m.Version(), candAUC, prev.Gen.Version, prevAUC, opts.Tolerance)
+				m.Version(), candAUC, prev.gen.Version, prevAUC, opts.Tolerance)
 		}
 	}
 	build := opts.Build
@@ -158,7 +158,7 @@ func validateAndBuild(ctx context.Context, store *graph.Store, prev *Served, ckp
 	if err != nil {
 		return nil, 0, err
 	}
-	gen := next.Gen
+	gen := next.gen
 	gen.Metrics["train_loss"] = loss
 	gen.Metrics["val_window_auc"] = candAUC
 	gen.Metrics["steps"] = float64(ckpt.Metrics.Steps)

@@ -286,16 +286,16 @@ func writeFileAtomic(path string, b []byte) error {
 // an embeddings file never names ads a readable index lacks without the
 // loader noticing (it upserts missing ads).
 func Save(s *Served, store *graph.Store, dir string) error {
-	if s.Live != nil && s.Live.Index != nil {
+	if s.live != nil && s.live.Index != nil {
 		path := filepath.Join(dir, FileIndex)
-		if err := s.Live.Index.Snapshot().SaveFile(path); err != nil {
+		if err := s.live.Index.Snapshot().SaveFile(path); err != nil {
 			return fmt.Errorf("save snapshot files: %w", err)
 		}
 		if err := os.Chmod(path, 0o644); err != nil {
 			return fmt.Errorf("save snapshot files: %w", err)
 		}
 	}
-	gen := s.Gen
+	gen := s.gen
 	f := &EmbeddingsFile{Version: gen.Version, AsOf: gen.AsOf, Dim: gen.Dim(), Matrices: gen.Embeddings,
 		Fingerprints: map[graph.NodeType]uint64{}}
 	for t, m := range gen.Embeddings {
@@ -308,8 +308,8 @@ func Save(s *Served, store *graph.Store, dir string) error {
 	if err := WriteEmbeddingsFile(filepath.Join(dir, FileEmbeddings), f); err != nil {
 		return fmt.Errorf("save snapshot files: %w", err)
 	}
-	if gen.Catalogue != nil && s.Live != nil && s.Live.Index != nil {
-		if err := saveCatalogue(dir, gen.Catalogue, s.Live.Index.Snapshot(), store); err != nil {
+	if gen.Catalogue != nil && s.live != nil && s.live.Index != nil {
+		if err := saveCatalogue(dir, gen.Catalogue, s.live.Index.Snapshot(), store); err != nil {
 			return fmt.Errorf("save snapshot files: %w", err)
 		}
 	}
@@ -412,7 +412,7 @@ func Load(ctx context.Context, m *model.Model, store *graph.Store, dir string, a
 			return nil, st, err
 		}
 	}
-	s := &Served{Gen: gen, Live: &Live{Index: ix}}
+	s := &Served{gen: gen, live: &Live{Index: ix}}
 	n, err := catchUpIndex(ctx, s, store, asOf, fresh, opts)
 	if err != nil {
 		return nil, st, err
@@ -420,10 +420,10 @@ func Load(ctx context.Context, m *model.Model, store *graph.Store, dir string, a
 	st.Upserted = n
 	catStart := time.Now()
 	if !st.Changed() {
-		s.Gen.Catalogue = loadCatalogue(dir, s.Live.Index.Snapshot(), store, opts.Logger)
-		st.CatalogueLoaded = s.Gen.Catalogue != nil
+		s.gen.Catalogue = loadCatalogue(dir, s.live.Index.Snapshot(), store, opts.Logger)
+		st.CatalogueLoaded = s.gen.Catalogue != nil
 	}
-	if s.Gen.Catalogue == nil {
+	if s.gen.Catalogue == nil {
 		if err := buildCatalogue(ctx, s, store); err != nil {
 			return nil, st, err
 		}
@@ -469,7 +469,7 @@ func loadIndex(ctx context.Context, dir string, gen *Generation, opts BuildOptio
 // (re-)embedded as of asOf, as a live ingestion would have.
 // The docs carry no prior: [Engine.Publish] sets every live doc's.
 func catchUpIndex(ctx context.Context, s *Served, store *graph.Store, asOf int64, fresh map[graph.NodeID][]float32, opts BuildOptions) (int, error) {
-	is := s.Live.Index.Snapshot()
+	is := s.live.Index.Snapshot()
 	var docs []index.Doc
 	var changed []graph.NodeID
 	var changedAttrs []map[string][]string
@@ -486,7 +486,7 @@ func catchUpIndex(ctx context.Context, s *Served, store *graph.Store, asOf int64
 		case !ok:
 			vec := fresh[id]
 			if vec == nil {
-				vec, _ = s.Gen.Embeddings[graph.NodeAd].Vector(id.Idx)
+				vec, _ = s.gen.Embeddings[graph.NodeAd].Vector(id.Idx)
 			}
 			if vec == nil { // created after the generation was built
 				changed = append(changed, id)
@@ -500,7 +500,7 @@ func catchUpIndex(ctx context.Context, s *Served, store *graph.Store, asOf int64
 		}
 	}
 	if len(changed) > 0 {
-		vecs, err := embedBatches(ctx, s.Gen.Model, store, changed, asOf, opts)
+		vecs, err := embedBatches(ctx, s.gen.Model, store, changed, asOf, opts)
 		if err != nil {
 			return 0, fmt.Errorf("load snapshot: re-embed changed ads: %w", err)
 		}
@@ -511,7 +511,7 @@ func catchUpIndex(ctx context.Context, s *Served, store *graph.Store, asOf int64
 	if len(docs) == 0 {
 		return 0, nil
 	}
-	if err := s.Live.Index.Upsert(ctx, docs...); err != nil {
+	if err := s.live.Index.Upsert(ctx, docs...); err != nil {
 		return 0, fmt.Errorf("load snapshot: upsert ads: %w", err)
 	}
 	return len(docs), nil
@@ -585,7 +585,7 @@ func Open(ctx context.Context, m *model.Model, store *graph.Store, dir string, a
 		case st.Changed():
 			persist(s, store, opts.PersistDir, opts.Logger)
 		case !st.CatalogueLoaded: // files of an older build, or texts changed since: only the catalogue is new
-			if err := saveCatalogue(opts.PersistDir, s.Gen.Catalogue, s.Live.Index.Snapshot(), store); err != nil {
+			if err := saveCatalogue(opts.PersistDir, s.gen.Catalogue, s.live.Index.Snapshot(), store); err != nil {
 				opts.Logger.Warn("persist the token catalogue: the next start-up will build it", "dir", opts.PersistDir, "err", err)
 			}
 		}
@@ -613,5 +613,5 @@ func persist(s *Served, store *graph.Store, dir string, logger *slog.Logger) {
 		logger.Warn("persist snapshot files: the next start-up will re-embed", "dir", dir, "err", err)
 		return
 	}
-	logger.Info("generation files persisted", "version", s.Gen.Version, "dir", dir, "elapsed", time.Since(start))
+	logger.Info("generation files persisted", "version", s.gen.Version, "dir", dir, "elapsed", time.Since(start))
 }

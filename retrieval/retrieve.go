@@ -158,7 +158,7 @@ func (e *Engine) userContext(s *Served, req *Request, asOf int64) *userContext {
 	if req.ExcludeSeen {
 		uc.seen = roaring.New()
 	}
-	history := s.Live.Co.HistoryAds()
+	history := s.live.Co.HistoryAds()
 	inRecent := map[uint32]bool{}
 	// Context events first, most recent first.
 	ctxEvents := slices.Clone(req.ContextEvents)
@@ -185,7 +185,7 @@ func (e *Engine) userContext(s *Served, req *Request, asOf int64) *userContext {
 	if !uc.known {
 		return uc
 	}
-	genAsOf := s.Gen.AsOf
+	genAsOf := s.gen.AsOf
 	stored := 0
 	e.store.Neighbors(uc.id, asOf, func(ed graph.Edge) bool {
 		stored++
@@ -271,7 +271,7 @@ func (e *Engine) Retrieve(ctx context.Context, req Request) (*Response, error) {
 		asOf = serveTime(e.store)
 	}
 	w := req.Weights.apply(e.weights(s))
-	idx := s.Live.Index.Snapshot()
+	idx := s.live.Index.Snapshot()
 
 	var keyword *roaring.Bitmap
 	if req.Query != "" {
@@ -304,7 +304,7 @@ func (e *Engine) Retrieve(ctx context.Context, req Request) (*Response, error) {
 		vec = e.weighPopularity(s, vec, req.Popularity)
 	}
 	st.Embed = time.Since(embedStart)
-	out := &Response{Version: s.Gen.Version, FreshUser: fresh, Candidates: []Candidate{}, Stats: st, Catalogue: s.Gen.Catalogue}
+	out := &Response{Version: s.gen.Version, FreshUser: fresh, Candidates: []Candidate{}, Stats: st, Catalogue: s.gen.Catalogue}
 	if vec == nil { // keywords only, and none matched
 		return out, nil
 	}
@@ -320,7 +320,7 @@ func (e *Engine) Retrieve(ctx context.Context, req Request) (*Response, error) {
 			// stored, or the request's time when earlier (offline evaluation
 			// asks as of the past). A service of historical data, whose wall
 			// clock lies far past its events, keeps the term.
-			q.Boost = s.Live.Co.Boost(uc.recent, min(uc.asOf, e.store.MaxTS()), w.CoEngagement)
+			q.Boost = s.live.Co.Boost(uc.recent, min(uc.asOf, e.store.MaxTS()), w.CoEngagement)
 		}
 		if uc.seen != nil && !uc.seen.IsEmpty() {
 			q.Exclude = uc.seen
@@ -386,7 +386,7 @@ const newAdExhaustiveMax = 2048
 // hits, which count toward the share where they stand. It also returns
 // the set of new ads (empty, not nil, when there are none).
 func newAdHits(ctx context.Context, s *Served, idx *index.Snapshot, q index.Query, slots int, hits []index.Hit) (*roaring.Bitmap, []index.Hit, error) {
-	ads := s.Live.Priors.NewAds(idx.Live())
+	ads := s.live.Priors.NewAds(idx.Live())
 	if ads == nil || ads.IsEmpty() {
 		return roaring.New(), nil, nil
 	}
@@ -477,8 +477,8 @@ func interleaveNewAds(hits, newHits []index.Hit, isNew func(uint32) bool, k int,
 func (e *Engine) PopularityWeight() float32 { return popularityWeight(e.cur.Load()) }
 
 func popularityWeight(s *Served) float32 {
-	if s != nil && s.Gen != nil && s.Gen.Model != nil {
-		if c := s.Gen.Model.Calibration(); c != nil && c.PopularityWeight != nil {
+	if s != nil && s.gen != nil && s.gen.Model != nil {
+		if c := s.gen.Model.Calibration(); c != nil && c.PopularityWeight != nil {
 			return *c.PopularityWeight
 		}
 	}
@@ -525,7 +525,7 @@ func (e *Engine) userVector(ctx context.Context, s *Served, idx *index.Snapshot,
 	if len(req.ContextEvents) == 0 && uc.known {
 		return e.storedVector(ctx, s, idx, uc.id, uc.events, uc.atGen, req.AsOf != 0, uc.asOf)
 	}
-	m := s.Gen.Model
+	m := s.gen.Model
 	if m == nil {
 		return nil, false, fmt.Errorf("embed %s: %w: %w", uc.ref, ErrNoGeneration, errNoModel)
 	}
@@ -538,7 +538,7 @@ func (e *Engine) userVector(ctx context.Context, s *Served, idx *index.Snapshot,
 	// A never-seen user without content or context has nothing that tells
 	// them apart: all share one vector, cached per version.
 	anonymous := len(uc.edges) == 0 && content == nil
-	key := embedKey{version: s.Gen.Version, node: graph.NodeID{Type: uc.ref.Type, Idx: graph.VirtualIdx}, degree: -1}
+	key := embedKey{version: s.gen.Version, node: graph.NodeID{Type: uc.ref.Type, Idx: graph.VirtualIdx}, degree: -1}
 	if anonymous {
 		if v, ok := e.cache.get(key); ok {
 			return v, true, nil
@@ -588,20 +588,20 @@ func (e *Engine) storedVector(ctx context.Context, s *Served, idx *index.Snapsho
 	}
 	current := id.Type != graph.NodeUser || (!e.opts.Rank.NewUser.Is(events) && events == atGen)
 	if current {
-		if v, ok := s.Gen.Embeddings[id.Type].Vector(id.Idx); ok {
+		if v, ok := s.gen.Embeddings[id.Type].Vector(id.Idx); ok {
 			return v, false, nil
 		}
 	}
-	if s.Gen.Model == nil {
+	if s.gen.Model == nil {
 		return nil, false, fmt.Errorf("embed %s: %w: %w", e.store.Ref(id), ErrNoGeneration, errNoModel)
 	}
-	key := embedKey{version: s.Gen.Version, node: id, degree: events}
+	key := embedKey{version: s.gen.Version, node: id, degree: events}
 	if !exact {
 		if v, ok := e.cache.get(key); ok {
 			return v, true, nil
 		}
 	}
-	vecs, err := s.Gen.Model.Embed(ctx, e.store, []graph.NodeID{id}, asOf)
+	vecs, err := s.gen.Model.Embed(ctx, e.store, []graph.NodeID{id}, asOf)
 	if err != nil {
 		return nil, false, fmt.Errorf("embed %s: %w", e.store.Ref(id), err)
 	}
@@ -620,7 +620,7 @@ func (e *Engine) Vector(ctx context.Context, ref graph.Ref) ([]float32, *Served,
 	if s == nil {
 		return nil, nil, ErrNoGeneration
 	}
-	vec, err := e.vectorIn(ctx, s, s.Live.Index.Snapshot(), ref)
+	vec, err := e.vectorIn(ctx, s, s.live.Index.Snapshot(), ref)
 	return vec, s, err
 }
 
@@ -633,7 +633,7 @@ func (e *Engine) vectorIn(ctx context.Context, s *Served, idx *index.Snapshot, r
 		return nil, fmt.Errorf("%w: unknown entity %s", ErrNotFound, ref)
 	}
 	asOf := serveTime(e.store)
-	vec, _, err := e.storedVector(ctx, s, idx, id, e.store.Degree(id, asOf), e.store.Degree(id, s.Gen.AsOf), false, asOf)
+	vec, _, err := e.storedVector(ctx, s, idx, id, e.store.Degree(id, asOf), e.store.Degree(id, s.gen.AsOf), false, asOf)
 	return vec, err
 }
 
@@ -655,18 +655,18 @@ func (e *Engine) Interests(ctx context.Context, ref graph.Ref) (string, []Intere
 	if err != nil {
 		return "", nil, err
 	}
-	bag := s.Live.Index.Quantizer().Bag(vec)
+	bag := s.live.Index.Quantizer().Bag(vec)
 	out := make([]Interest, 0, len(bag))
 	for _, wt := range bag {
 		in := Interest{Token: wt.Token, Weight: wt.Weight}
-		if cat := s.Gen.Catalogue; cat != nil {
+		if cat := s.gen.Catalogue; cat != nil {
 			if info, ok := cat.Get(wt.Token); ok {
 				in.Label = info.Label
 			}
 		}
 		out = append(out, in)
 	}
-	return s.Gen.Version, out, nil
+	return s.gen.Version, out, nil
 }
 
 // TokenView describes one interest token of the generation serving
@@ -689,19 +689,19 @@ func (e *Engine) Token(t index.Token, sample int) (*TokenView, error) {
 	if s == nil {
 		return nil, ErrNoGeneration
 	}
-	if !s.Gen.hasToken(t) {
-		return nil, unknownToken(t, s.Gen.Version)
+	if !s.gen.hasToken(t) {
+		return nil, unknownToken(t, s.gen.Version)
 	}
-	v := e.tokenView(s, s.Live.Index.Snapshot(), t, sample)
+	v := e.tokenView(s, s.live.Index.Snapshot(), t, sample)
 	return &v, nil
 }
 
 // tokenView describes token t of s's catalogue (which holds it) with its
 // live size in idx and up to sample member ads.
 func (e *Engine) tokenView(s *Served, idx *index.Snapshot, t index.Token, sample int) TokenView {
-	info, _ := s.Gen.Catalogue.Get(t)
+	info, _ := s.gen.Catalogue.Get(t)
 	post := idx.Postings(t)
-	v := TokenView{Version: s.Gen.Version, Info: info, Size: int(post.GetCardinality()), Members: []graph.Ref{}}
+	v := TokenView{Version: s.gen.Version, Info: info, Size: int(post.GetCardinality()), Members: []graph.Ref{}}
 	it := post.Iterator()
 	for it.HasNext() && len(v.Members) < sample {
 		v.Members = append(v.Members, e.store.Ref(graph.NodeID{Type: graph.NodeAd, Idx: it.Next()}))
@@ -735,7 +735,7 @@ func (e *Engine) Tokens(level int, parent *index.Token, sample int) (*TokenList,
 	if s == nil {
 		return nil, ErrNoGeneration
 	}
-	cat := s.Gen.Catalogue
+	cat := s.gen.Catalogue
 	var all []index.Token
 	if cat != nil {
 		all = cat.Tokens()
@@ -747,13 +747,13 @@ func (e *Engine) Tokens(level int, parent *index.Token, sample int) (*TokenList,
 	var toks []index.Token
 	switch {
 	case parent != nil:
-		if !s.Gen.hasToken(*parent) {
-			return nil, unknownToken(*parent, s.Gen.Version)
+		if !s.gen.hasToken(*parent) {
+			return nil, unknownToken(*parent, s.gen.Version)
 		}
 		info, _ := cat.Get(*parent)
 		toks = slices.Clone(info.Children)
 	case level >= levels:
-		return nil, fmt.Errorf("%w: level: %d is out of range: model %s has levels 0..%d", ErrBadRequest, level, s.Gen.Version, levels-1)
+		return nil, fmt.Errorf("%w: level: %d is out of range: model %s has levels 0..%d", ErrBadRequest, level, s.gen.Version, levels-1)
 	default:
 		for _, t := range all {
 			if t.Level() == level {
@@ -761,8 +761,8 @@ func (e *Engine) Tokens(level int, parent *index.Token, sample int) (*TokenList,
 			}
 		}
 	}
-	idx := s.Live.Index.Snapshot()
-	out := &TokenList{Version: s.Gen.Version, Levels: levels, Tokens: make([]TokenView, 0, len(toks))}
+	idx := s.live.Index.Snapshot()
+	out := &TokenList{Version: s.gen.Version, Levels: levels, Tokens: make([]TokenView, 0, len(toks))}
 	for _, t := range toks {
 		out.Tokens = append(out.Tokens, e.tokenView(s, idx, t, sample))
 	}
@@ -796,11 +796,11 @@ func (e *Engine) TokenMembers(t index.Token, from uint32, limit int) (*TokenPage
 	if s == nil {
 		return nil, ErrNoGeneration
 	}
-	if !s.Gen.hasToken(t) {
-		return nil, unknownToken(t, s.Gen.Version)
+	if !s.gen.hasToken(t) {
+		return nil, unknownToken(t, s.gen.Version)
 	}
-	post := s.Live.Index.Snapshot().Postings(t)
-	p := &TokenPage{Version: s.Gen.Version, Total: int(post.GetCardinality()), Members: []graph.NodeID{}}
+	post := s.live.Index.Snapshot().Postings(t)
+	p := &TokenPage{Version: s.gen.Version, Total: int(post.GetCardinality()), Members: []graph.NodeID{}}
 	it := post.Iterator()
 	it.AdvanceIfNeeded(from)
 	for it.HasNext() {
@@ -854,7 +854,7 @@ func (e *Engine) Similar(ctx context.Context, ref graph.Ref, target graph.NodeTy
 	if s == nil {
 		return "", nil, ErrNoGeneration
 	}
-	idx := s.Live.Index.Snapshot()
+	idx := s.live.Index.Snapshot()
 	vec, err := e.vectorIn(ctx, s, idx, ref)
 	if err != nil {
 		return "", nil, err
@@ -873,9 +873,9 @@ func (e *Engine) Similar(ctx context.Context, ref graph.Ref, target graph.NodeTy
 		for _, h := range res.Hits {
 			out = append(out, Similar{Ref: e.store.Ref(graph.NodeID{Type: graph.NodeAd, Idx: h.ID}), Score: h.Score})
 		}
-		return s.Gen.Version, out, nil
+		return s.gen.Version, out, nil
 	}
-	if m := s.Gen.Embeddings[target]; m != nil {
+	if m := s.gen.Embeddings[target]; m != nil {
 		top, err := m.TopK(ctx, vec, k, id.Idx, id.Type == target)
 		if err != nil {
 			return "", nil, err
@@ -884,7 +884,7 @@ func (e *Engine) Similar(ctx context.Context, ref graph.Ref, target graph.NodeTy
 			out = append(out, Similar{Ref: e.store.Ref(graph.NodeID{Type: target, Idx: sc.Idx}), Score: sc.Score})
 		}
 	}
-	return s.Gen.Version, out, nil
+	return s.gen.Version, out, nil
 }
 
 // keywordCentroid is the normalised mean embedding of the keyword hits that

@@ -23,9 +23,9 @@ type Announced struct {
 
 // OpenVersion loads the model version in its checkpoint directory dir and
 // opens it for serving over store as it is now ([Open] as of
-// store.MaxTS()), and describes it by its checkpoint: Gen.Dir is dir made
-// absolute, Gen.TrainedAt the time its training metrics were written, and
-// Gen.Metrics hold those metrics (steps, train_events, train_loss,
+// store.MaxTS()), and describes it by its checkpoint: its Dir is dir made
+// absolute, its TrainedAt the time its training metrics were written, and
+// its Metrics are those metrics (steps, train_events, train_loss,
 // val_loss, val_engagement_auc). ann, when not nil, is what a registry
 // announced of the version: its TrainedAt, when set, and its metrics fill
 // in what the checkpoint does not say. `hir serve` opens the version it
@@ -42,7 +42,7 @@ func OpenVersion(ctx context.Context, store *graph.Store, dir string, ann *Annou
 	if err != nil {
 		return nil, fmt.Errorf("build generation of %s: %w", m.Version(), err)
 	}
-	gen := s.Gen
+	gen := s.gen
 	gen.Dir = filepath.Clean(dir)
 	if abs, err := filepath.Abs(dir); err == nil {
 		gen.Dir = abs

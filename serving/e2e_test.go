@@ -385,8 +385,8 @@ func TestEndToEnd(t *testing.T) {
 		target := before[len(before)-1].Id // the ad the embeddings rank last for u0
 		prior := func() float32 {
 			id, _ := env.srv.Store().Lookup(graph.Ref{Type: graph.NodeAd, ID: target})
-			p, _, _ := env.srv.Served().Live.Index.Snapshot().Priors(id.Idx)
-			return p
+			st, _ := env.srv.Served().Ad(id.Idx)
+			return st.Prior
 		}
 		p0 := prior()
 		// Twenty other users click it now; one event sent twice counts once.
@@ -425,11 +425,11 @@ func TestEndToEnd(t *testing.T) {
 			if !ok {
 				t.Fatalf("ad %s not stored", name)
 			}
-			p, _, ok := env.srv.Served().Live.Index.Snapshot().Priors(id.Idx)
+			st, ok := env.srv.Served().Ad(id.Idx)
 			if !ok {
 				t.Fatalf("ad %s not indexed", name)
 			}
-			return p
+			return st.Prior
 		}
 		text := "espresso tamper"
 		var ents []api.Entity
@@ -461,8 +461,8 @@ func TestEndToEnd(t *testing.T) {
 		// Fresh ads are marked for the popularity floor of the re-rank.
 		for name, want := range map[string]bool{"ad-launch": true, "ad-vintage": false} {
 			id, _ := env.srv.Store().Lookup(graph.Ref{Type: graph.NodeAd, ID: name})
-			if got := env.srv.Served().Live.Index.Snapshot().Fresh(id.Idx); got != want {
-				t.Errorf("%s: fresh %v, want %v", name, got, want)
+			if st, _ := env.srv.Served().Ad(id.Idx); st.Fresh != want {
+				t.Errorf("%s: fresh %v, want %v", name, st.Fresh, want)
 			}
 		}
 	})

@@ -41,11 +41,10 @@ func newExploreEnvOf(t *testing.T, opts Options, w *world) *persistEnv {
 	}
 	pe.ckpt = ck.Dir
 	pe.opts = retrieval.BuildOptions{Quantizer: tinyQuantizer(), Logger: env.srv.logger}
-	snap, err := retrieval.Build(context.Background(), pe.m, env.srv.Store(), env.srv.Store().MaxTS(), pe.opts)
+	snap, err := retrieval.OpenVersion(context.Background(), env.srv.Store(), pe.ckpt, nil, pe.opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	snap.Gen.Dir = pe.ckpt
 	if err := env.srv.Publish(context.Background(), snap); err != nil {
 		t.Fatal(err)
 	}
@@ -329,8 +328,7 @@ func TestExploreEndpoints(t *testing.T) {
 		}
 		// The basis is that of the encoder's coordinates: the appended
 		// spectral factors place no point.
-		gen := env.srv.Engine().Current().Gen
-		ads, e := gen.Embeddings[graph.NodeAd], gen.Model.Config().EmbedDim
+		ads, e := env.srv.Engine().Current().Embeddings(graph.NodeAd), env.m.Config().EmbedDim
 		if ads.Dim <= e {
 			t.Fatalf("ad embeddings of %d coordinates, want the encoder's %d and spectral factors", ads.Dim, e)
 		}

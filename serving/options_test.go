@@ -17,7 +17,7 @@ func TestRetrievalOptionsValidated(t *testing.T) {
 	}{
 		{"co-engagement weight above the limit", func(o *retrieval.Options) { o.Weights.CoEngagement = rank.MaxCoEngageWeight + 1 }},
 		{"negative prior weight", func(o *retrieval.Options) { o.Weights.Prior = -1 }},
-		{"fresh rank 0", func(o *retrieval.Options) { o.Rank.Prior.FreshRank = 0 }},
+		{"negative fresh rank", func(o *retrieval.Options) { o.Rank.Prior.FreshRank = -1 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ro := defaultRetrieval()

@@ -103,13 +103,15 @@ func TestPersistedSnapshot(t *testing.T) {
 		if st.Loaded != numNodes(store) || st.Embedded != 0 || st.Upserted != 0 || st.IndexRebuilt {
 			t.Errorf("stats = %+v, want all %d nodes loaded and nothing recomputed", st, numNodes(store))
 		}
-		if diff := cmp.Diff(fresh.Gen.Embeddings, loaded.Gen.Embeddings, cmpopts.IgnoreUnexported(retrieval.Matrix{})); diff != "" {
-			t.Errorf("embeddings differ (-fresh +loaded):\n%s", diff)
+		for nt := range graph.NodeType(graph.NumNodeTypes) {
+			if diff := cmp.Diff(fresh.Embeddings(nt), loaded.Embeddings(nt), cmpopts.IgnoreUnexported(retrieval.Matrix{})); diff != "" {
+				t.Errorf("%v embeddings differ (-fresh +loaded):\n%s", nt, diff)
+			}
 		}
-		if loaded.IndexSize() != fresh.IndexSize() || loaded.Gen.AsOf != fresh.Gen.AsOf {
-			t.Errorf("loaded index size %d as of %d, fresh %d as of %d", loaded.IndexSize(), loaded.Gen.AsOf, fresh.IndexSize(), fresh.Gen.AsOf)
+		if loaded.IndexSize() != fresh.IndexSize() || loaded.AsOf() != fresh.AsOf() {
+			t.Errorf("loaded index size %d as of %d, fresh %d as of %d", loaded.IndexSize(), loaded.AsOf(), fresh.IndexSize(), fresh.AsOf())
 		}
-		if diff := cmp.Diff(fresh.Gen.Catalogue.Tokens(), loaded.Gen.Catalogue.Tokens()); diff != "" {
+		if diff := cmp.Diff(fresh.Catalogue().Tokens(), loaded.Catalogue().Tokens()); diff != "" {
 			t.Errorf("catalogue tokens differ:\n%s", diff)
 		}
 		got := env.candidates(t, loaded, users, 10)
@@ -155,7 +157,7 @@ func TestPersistedSnapshot(t *testing.T) {
 			if !ok {
 				t.Fatalf("%v not in the graph", ref)
 			}
-			got, ok := loaded.Gen.Embeddings[ref.Type].Vector(id.Idx)
+			got, ok := loaded.Embeddings(ref.Type).Vector(id.Idx)
 			if !ok {
 				t.Fatalf("%v has no embedding in the loaded snapshot", ref)
 			}
@@ -168,13 +170,13 @@ func TestPersistedSnapshot(t *testing.T) {
 			}
 		}
 		adNew, _ := store.Lookup(graph.Ref{Type: graph.NodeAd, ID: "ad-new"})
-		attrs, ok := loaded.Live.Index.Snapshot().Attrs(adNew.Idx)
-		if !ok || len(attrs[index.AttrCampaign]) != 1 || attrs[index.AttrCampaign][0] != "camp1" {
-			t.Errorf("new ad in index = %v, %v; want it with campaign camp1", ok, attrs)
+		ad, ok := loaded.Ad(adNew.Idx)
+		if !ok || len(ad.Attrs[index.AttrCampaign]) != 1 || ad.Attrs[index.AttrCampaign][0] != "camp1" {
+			t.Errorf("new ad in index = %v, %v; want it with campaign camp1", ok, ad.Attrs)
 		}
 		ad0, _ := store.Lookup(graph.Ref{Type: graph.NodeAd, ID: "ad0"})
-		if attrs, _ := loaded.Live.Index.Snapshot().Attrs(ad0.Idx); len(attrs["status"]) != 1 || attrs["status"][0] != "paused" {
-			t.Errorf("ad0 attributes in the loaded index = %v, want status paused", attrs)
+		if a0, _ := loaded.Ad(ad0.Idx); len(a0.Attrs["status"]) != 1 || a0.Attrs["status"][0] != "paused" {
+			t.Errorf("ad0 attributes in the loaded index = %v, want status paused", a0.Attrs)
 		}
 
 		// OpenSnapshot persists the caught-up state: the next load
@@ -248,8 +250,8 @@ func TestPersistedSnapshot(t *testing.T) {
 				!strings.Contains(logged, tt.warning) {
 				t.Errorf("no warning naming the defect %q; log:\n%s", tt.warning, logged)
 			}
-			if _, ok := snap.Gen.Metrics["build_seconds"]; !ok || snap.IndexSize() != store.NumNodes(graph.NodeAd) {
-				t.Errorf("fallback snapshot metrics %v, index size %d: want a full build", snap.Gen.Metrics, snap.IndexSize())
+			if _, ok := snap.Metrics()["build_seconds"]; !ok || snap.IndexSize() != store.NumNodes(graph.NodeAd) {
+				t.Errorf("fallback snapshot metrics %v, index size %d: want a full build", snap.Metrics(), snap.IndexSize())
 			}
 			if _, st, err := retrieval.Load(ctx, env.m, store, env.ckpt, store.MaxTS(), env.opts); err != nil || st.Changed() {
 				t.Errorf("after the fallback the files were not rewritten: %v %+v", err, st)

@@ -71,7 +71,7 @@ type replication struct {
 //     index fresh ads), idempotent by event id;
 //   - Run runs the attached trainer only while this replica holds the
 //     leader lease, and each snapshot it publishes is announced in the
-//     model registry with its checkpoint directory (retrieval.Generation.Dir);
+//     model registry with its checkpoint directory (retrieval.Served.Dir);
 //   - Run watches the registry and hot-swaps the models the other replicas
 //     publish: [model.Load] of the announced directory (which must be
 //     readable here: a shared filesystem), retrieval.Open over the local
@@ -196,17 +196,17 @@ func (s *Server) publishBatch(ctx context.Context, b eventlog.Batch, seq uint64)
 
 // announce publishes a snapshot the local trainer made to the model
 // registry. Failures are logged: the other replicas keep their model.
-func (s *Server) announce(ctx context.Context, gen *retrieval.Generation) {
+func (s *Server) announce(ctx context.Context, gen *retrieval.Served) {
 	r := s.repl.Load()
 	if r == nil {
 		return
 	}
-	if gen.Dir == "" {
-		s.logger.Warn("trained generation has no checkpoint directory: not announced to the cluster", "version", gen.Version)
+	if gen.Dir() == "" {
+		s.logger.Warn("trained generation has no checkpoint directory: not announced to the cluster", "version", gen.Version())
 		return
 	}
-	info := cluster.ModelInfo{Version: RegistryVersion(gen.Version, r.client.ReplicaID()), Dir: gen.Dir,
-		TrainedAt: gen.TrainedAt, Metrics: gen.Metrics}
+	info := cluster.ModelInfo{Version: RegistryVersion(gen.Version(), r.client.ReplicaID()), Dir: gen.Dir(),
+		TrainedAt: gen.TrainedAt(), Metrics: gen.Metrics()}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.opts.PublishTimeout)
 	defer cancel()
 	if err := r.registry.Publish(ctx, info); err != nil {
@@ -227,7 +227,7 @@ func RegistryVersion(modelVersion, replicaID string) string {
 // start).
 func (s *Server) hotSwap(ctx context.Context, r *replication, info cluster.ModelInfo) {
 	dir := filepath.Clean(info.Dir)
-	if cur := s.engine.Current(); cur != nil && cur.Gen.Dir != "" && cur.Gen.Dir == dir {
+	if cur := s.engine.Current(); cur != nil && cur.Dir() != "" && cur.Dir() == dir {
 		return
 	}
 	start := time.Now()
@@ -254,7 +254,7 @@ func (s *Server) hotSwap(ctx context.Context, r *replication, info cluster.Model
 		}
 		return
 	}
-	s.logger.Info("hot-swapped model from the cluster", "version", next.Gen.Version, "seq", info.Seq, "publisher", info.Publisher,
+	s.logger.Info("hot-swapped model from the cluster", "version", next.Version(), "seq", info.Seq, "publisher", info.Publisher,
 		"dir", dir, "elapsed", time.Since(start))
 }
 

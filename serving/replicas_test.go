@@ -249,7 +249,7 @@ func TestClusterReplicas(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := b.srv.Served().Gen.Dir; got != wantDir {
+	if got := b.srv.Served().Dir(); got != wantDir {
 		t.Errorf("B serves the model of %q, want %q", got, wantDir)
 	}
 	if n := b.srv.Served().IndexSize(); n != 40 {
@@ -258,8 +258,8 @@ func TestClusterReplicas(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(b.dir, "models")); !os.IsNotExist(err) {
 		t.Errorf("B trained although it does not lead (models dir: %v)", err)
 	}
-	if a.srv.Served().Gen.Dir != wantDir {
-		t.Errorf("A serves %q, want its own %q (its own announcement must not reload it)", a.srv.Served().Gen.Dir, wantDir)
+	if a.srv.Served().Dir() != wantDir {
+		t.Errorf("A serves %q, want its own %q (its own announcement must not reload it)", a.srv.Served().Dir(), wantDir)
 	}
 
 	// B → A: a new ad with its campaign edge, posted to B, reaches A's graph

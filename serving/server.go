@@ -253,8 +253,8 @@ func (s *Server) gauges() gaugeValues {
 	}
 	if cur := s.engine.Current(); cur != nil {
 		g.ready = true
-		g.modelVersion = cur.Gen.Version
-		g.trainedAtSec = float64(cur.Gen.TrainedAt.UnixMilli()) / 1000
+		g.modelVersion = cur.Version()
+		g.trainedAtSec = float64(cur.TrainedAt().UnixMilli()) / 1000
 		g.indexSize = int64(cur.IndexSize())
 	}
 	if t := s.trainer.Load(); t != nil {

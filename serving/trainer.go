@@ -156,12 +156,12 @@ func (t *Trainer) round(ctx context.Context) error {
 	default:
 		if err = t.srv.Publish(ctx, next); err != nil {
 			outcome = "failed"
-			t.logger.Error("publish trained generation", "version", next.Gen.Version, "err", err)
+			t.logger.Error("publish trained generation", "version", next.Version(), "err", err)
 			break
 		}
 		t.lossBits.Store(math.Float64bits(loss))
-		t.srv.announce(ctx, next.Gen)
-		t.logger.Info("training round published", "version", next.Gen.Version, "loss", loss, "elapsed", time.Since(start))
+		t.srv.announce(ctx, next)
+		t.logger.Info("training round published", "version", next.Version(), "loss", loss, "elapsed", time.Since(start))
 	}
 	span.SetAttributes(attribute.String("hir.outcome", outcome))
 	t.srv.tel.trainRuns.Add(context.WithoutCancel(ctx), 1, metric.WithAttributes(attribute.String("outcome", outcome)))

@@ -50,12 +50,12 @@ func TestSwapCatchesUp(t *testing.T) {
 	if !ok {
 		t.Fatal("late ad not in the store")
 	}
-	idx := cur.Live.Index.Snapshot()
-	if !idx.Contains(ad.Idx) {
+	st, ok := cur.Ad(ad.Idx)
+	if !ok {
 		t.Fatalf("the ad ingested during the round is not in the published index")
 	}
-	if p, _, _ := idx.Priors(ad.Idx); p <= 0 {
-		t.Errorf("the published prior of the ad clicked during the round = %v, want > 0", p)
+	if st.Prior <= 0 {
+		t.Errorf("the published prior of the ad clicked during the round = %v, want > 0", st.Prior)
 	}
 	// The user's clicks during the round are read by their retrieval: their
 	// clicked ads are excluded as seen, and co-engagement lifts what others

@@ -333,7 +333,7 @@ func demoCalls(ex *demoExamples, token string, now time.Time) []demoCall {
 func printDemo(ctx context.Context, w io.Writer, srv *serving.Server, base, key, dir string, ex *demoExamples) error {
 	version, ads := "none", 0
 	if cur := srv.Served(); cur != nil {
-		version, ads = cur.Gen.Version, cur.IndexSize()
+		version, ads = cur.Version(), cur.IndexSize()
 	}
 	token, err := firstToken(ctx, base, ex.user)
 	if err != nil {

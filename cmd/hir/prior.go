@@ -16,7 +16,8 @@ import (
 
 // priorFlags are the flags of the re-rank's terms besides the embeddings
 // (the ads' engagement priors and the co-engagement term), shared by serve,
-// eval and the demo. As in package rank, 0 turns a part off.
+// eval and the demo. As in package rank, a setting's 0 is its default and a
+// negative value turns it off; a weight of 0 turns its term off.
 type priorFlags struct {
 	weight      float64
 	weightSet   bool // --prior-weight was given: the calibrated weight is not served
@@ -55,19 +56,19 @@ func (p *priorFlags) register(fs *flag.FlagSet, weightUsage string) {
 			p.weight, p.weightSet = f, true
 			return err
 		})
-	fs.DurationVar(&p.halfLife, "prior-half-life", p.halfLife, "half-life of engagement in the ads' priors (0: no priors)")
-	fs.Float64Var(&p.impressions, "prior-impressions", p.impressions, "weight of an impression in an ad's prior, relative to a click or deeper (0: impressions do not count)")
-	fs.DurationVar(&p.freshWindow, "fresh-window", p.freshWindow, "an ad launched this recently (attribute start_time or release_date) gets the fresh floor (0: no floor)")
-	fs.IntVar(&p.freshRank, "fresh-rank", p.freshRank, "a fresh ad's prior is at least that of the ad ranked this high by engagement")
-	fs.IntVar(&p.freshEvents, "fresh-events", p.freshEvents, "a fresh ad keeps the floor until it has this many engagement events of any type (0: no limit)")
-	fs.IntVar(&p.newUser, "new-user-events", p.newUser, "a user with at most this many events is new and ranked with the new-user priors, which count the events users made while new (0: no new-user priors)")
-	fs.Float64Var(&p.newShrink, "new-user-shrink", p.newShrink, "share of an ad's count over all users added to its new-user count (0: none)")
+	fs.DurationVar(&p.halfLife, "prior-half-life", p.halfLife, "half-life of engagement in the ads' priors (0: the default; negative, e.g. -1h: no priors)")
+	fs.Float64Var(&p.impressions, "prior-impressions", p.impressions, "weight of an impression in an ad's prior, relative to a click or deeper (0: the default; negative: impressions do not count)")
+	fs.DurationVar(&p.freshWindow, "fresh-window", p.freshWindow, "an ad launched this recently (attribute start_time or release_date) gets the fresh floor (0: the default; negative, e.g. -1h: no floor)")
+	fs.IntVar(&p.freshRank, "fresh-rank", p.freshRank, "a fresh ad's prior is at least that of the ad ranked this high by engagement (0: the default)")
+	fs.IntVar(&p.freshEvents, "fresh-events", p.freshEvents, "a fresh ad keeps the floor until it has this many engagement events of any type (0: the default; negative: no limit)")
+	fs.IntVar(&p.newUser, "new-user-events", p.newUser, "a user with at most this many events is new and ranked with the new-user priors, which count the events users made while new (0: the default; negative: no new-user priors)")
+	fs.Float64Var(&p.newShrink, "new-user-shrink", p.newShrink, "share of an ad's count over all users added to its new-user count (0: the default; negative: none)")
 	fs.Float64Var(&p.coWeight, "coengage-weight", p.coWeight, "weight of the co-engagement term in the re-rank (0: off)")
-	fs.IntVar(&p.coWindow, "coengage-window", p.coWindow, "two ads a user engaged with are co-engaged when fewer than this many of the user's other ads lie between them (0: no co-engagement counts)")
-	fs.IntVar(&p.coHistory, "coengage-history", p.coHistory, "the co-engagement term reads this many of the user's most recent engaged ads")
-	fs.Float64Var(&p.coHalfLife, "coengage-half-life", p.coHalfLife, "the user's ad engaged with this many ads ago weighs half as much as the latest in the co-engagement term")
+	fs.IntVar(&p.coWindow, "coengage-window", p.coWindow, "two ads a user engaged with are co-engaged when fewer than this many of the user's other ads lie between them (0: the default; negative: no co-engagement counts)")
+	fs.IntVar(&p.coHistory, "coengage-history", p.coHistory, "the co-engagement term reads this many of the user's most recent engaged ads (0: the default)")
+	fs.Float64Var(&p.coHalfLife, "coengage-half-life", p.coHalfLife, "the user's ad engaged with this many ads ago weighs half as much as the latest in the co-engagement term (0: the default)")
 	fs.Float64Var(&p.newAdShare, "new-ad-share", p.newAdShare, fmt.Sprintf("up to this share of every prefix of the candidates goes to new ads (fewer engagement events than --fresh-events), the nearest first (0: none; at most %v)", rank.MaxNewAdShare))
-	fs.DurationVar(&p.coAge, "coengage-age-half-life", p.coAge, "the user's ad last engaged with this long before the retrieval weighs half as much in the co-engagement term, so the term fades once a session is over (0: no time decay)")
+	fs.DurationVar(&p.coAge, "coengage-age-half-life", p.coAge, "the user's ad last engaged with this long before the retrieval weighs half as much in the co-engagement term, so the term fades once a session is over (0: the default; negative, e.g. -1h: no time decay)")
 }
 
 // check reports flag values that are out of range (rank's Validate, named

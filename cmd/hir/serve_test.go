@@ -116,7 +116,7 @@ func TestServeAndTrainFlags(t *testing.T) {
 	}{
 		{"no data", []string{"serve"}, 2},
 		{"bad log level", []string{"serve", "--data", "x", "--log-level", "loud"}, 2},
-		{"bad fresh rank", []string{"serve", "--data", "x", "--fresh-rank", "0"}, 2},
+		{"bad fresh rank", []string{"serve", "--data", "x", "--fresh-rank", "-1"}, 2},
 		{"bad train-spectral", []string{"serve", "--data", "x", "--train-spectral", "many"}, 2},
 		{"error band not a number", []string{"serve", "--data", "x", "--error-band", "NaN"}, 2},
 		{"error band infinite", []string{"serve", "--data", "x", "--error-band", "+Inf"}, 2},
