@@ -149,6 +149,7 @@ type Priors struct {
 	raw     [numChannels]map[uint32]float64 // by channel, by ad node index
 	events  map[uint32]int                  // engagement events of any type, by ad node index
 	proven  *roaring.Bitmap                 // ads with at least budget() events
+	aged    *roaring.Bitmap                 // ads launched a whole fresh window or more before now: never new
 	now     int64
 	launch  map[uint32]int64     // ads launching after now-FreshWindow: fresh or not yet launched
 	floor   [numChannels]float64 // by channel: count of the FreshRank-th ad
@@ -185,7 +186,7 @@ func NewPriors(store *graph.Store, ref, until int64, opts Options) *Priors {
 		return nil
 	}
 	t := &Priors{opts: opts.Prior, newUser: opts.NewUser, halfLifeMS: float64(opts.Prior.HalfLife.Milliseconds()), ref: ref,
-		counted: until, events: map[uint32]int{}, proven: roaring.New(), now: until, launch: map[uint32]int64{}}
+		counted: until, events: map[uint32]int{}, proven: roaring.New(), aged: roaring.New(), now: until, launch: map[uint32]int64{}}
 	for c := range t.raw {
 		t.raw[c] = map[uint32]float64{}
 	}
@@ -230,15 +231,23 @@ func (t *Priors) bound(ts int64) int64 {
 }
 
 // noteLocked records ad's launch time when e names one that is fresh now or
-// later.
+// later, and notes the ad as aged when it names one a whole fresh window
+// or more before now.
 func (t *Priors) noteLocked(ad uint32, e *graph.Entity) {
 	if t.opts.FreshWindow <= 0 || e == nil {
 		return
 	}
-	if at, ok := launchTime(e.Attrs); ok && t.now-at < t.opts.FreshWindow.Milliseconds() {
+	at, ok := launchTime(e.Attrs)
+	switch {
+	case ok && t.now-at < t.opts.FreshWindow.Milliseconds():
 		t.launch[ad] = at
-	} else {
+		t.aged.Remove(ad)
+	case ok:
 		delete(t.launch, ad)
+		t.aged.Add(ad)
+	default:
+		delete(t.launch, ad)
+		t.aged.Remove(ad)
 	}
 }
 
@@ -343,6 +352,7 @@ func (t *Priors) advanceLocked(now int64) []uint32 {
 		}
 		if now-at >= window {
 			delete(t.launch, ad)
+			t.aged.Add(ad)
 		}
 	}
 	return changed
@@ -355,16 +365,21 @@ func (t *Priors) budget() int { return max(1, t.opts.FreshEvents) }
 
 // NewAds returns the ads of live that are still new: they have had fewer
 // engagement events of any type than the exploration budget
-// (PriorOptions.FreshEvents), whether or not they name a launch time. They
-// are the ads a request's new-ad share (retrieval.Request.NewAdShare) may
-// place. A nil t gives nil: without priors no ad's record is counted.
+// (PriorOptions.FreshEvents), and they name no launch time (attribute
+// start_time or release_date) a whole fresh window or more before the
+// priors' time: an ad launched long ago that few engaged with is not new,
+// it is unwanted. They are the ads a request's new-ad share
+// (retrieval.Request.NewAdShare) may place. A nil t gives nil: without
+// priors no ad's record is counted.
 func (t *Priors) NewAds(live *roaring.Bitmap) *roaring.Bitmap {
 	if t == nil {
 		return nil
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return roaring.AndNot(live, t.proven)
+	out := roaring.AndNot(live, t.proven)
+	out.AndNot(t.aged)
+	return out
 }
 
 // Sync sets the prior of every live ad of ix from t (0 for all when t is

@@ -353,15 +353,19 @@ func containsAll(xs []uint32, want ...uint32) bool {
 const worldT0 = int64(1_700_000_000_000)
 
 // TestNewAds checks which ads count as new: fewer engagement events of any
-// type than the exploration budget, with or without a launch time, counted
-// from the graph and as events are observed.
+// type than the exploration budget, with no launch time or one inside the
+// fresh window (an ad launched long before it is not new, however few
+// engaged with it), counted from the graph and as events and time pass.
 func TestNewAds(t *testing.T) {
 	store := graph.NewStore(graph.Options{})
 	ids := map[string]uint32{}
-	for _, name := range []string{"none", "one", "three", "launched"} {
+	for _, name := range []string{"none", "one", "three", "launched", "vintage"} {
 		var attrs map[string]string
-		if name == "launched" {
+		switch name {
+		case "launched":
 			attrs = map[string]string{"start_time": time.UnixMilli(worldT0).UTC().Format(time.DateOnly)}
+		case "vintage":
+			attrs = map[string]string{"release_date": "01-Jan-1990"}
 		}
 		id, err := store.UpsertEntity(graph.Entity{Type: graph.NodeAd, ID: name, Attrs: attrs})
 		if err != nil {
@@ -415,7 +419,7 @@ func TestNewAds(t *testing.T) {
 		if got := names(tr.NewAds(live)); !slices.Equal(got, tc.want) {
 			t.Errorf("budget %d: new ads %v, want %v", tc.budget, got, tc.want)
 		}
-		if live.GetCardinality() != 4 {
+		if live.GetCardinality() != uint64(len(ids)) {
 			t.Fatalf("NewAds changed its argument")
 		}
 	}
@@ -428,6 +432,19 @@ func TestNewAds(t *testing.T) {
 	live.Remove(ids["none"])
 	if got, want := names(tr.NewAds(live)), []string{"launched"}; !slices.Equal(got, want) {
 		t.Errorf("after 2 more clicks on one: new ads %v, want %v", got, want)
+	}
+	// Once its fresh window has passed, a launched ad is no longer new.
+	tr.mu.Lock()
+	tr.advanceLocked(worldT0 + (DefaultFreshWindow + time.Hour).Milliseconds())
+	tr.mu.Unlock()
+	if got := names(tr.NewAds(live)); len(got) != 0 {
+		t.Errorf("a fresh window after the launch: new ads %v, want none", got)
+	}
+	// Without a fresh window no launch time is read: the vintage ad is new.
+	noWindow := DefaultOptions()
+	noWindow.Prior.FreshWindow = -1
+	if got := names(NewPriors(store, worldT0, worldT0, noWindow).NewAds(live)); !slices.Contains(got, "vintage") {
+		t.Errorf("no fresh window: new ads %v, want the vintage ad among them", got)
 	}
 	var nilPriors *Priors
 	if nilPriors.NewAds(live) != nil {
