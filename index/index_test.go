@@ -159,6 +159,16 @@ func TestSearch(t *testing.T) {
 	if len(r.Hits) != 2 {
 		t.Errorf("Restrict to 2 docs gave %d hits", len(r.Hits))
 	}
+	// A restriction naming a doc that is not live (an id past the last)
+	// keeps only the live ones, and is not modified; one of live docs
+	// alone is read as it is.
+	for _, restrict := range []*roaring.Bitmap{roaring.BitmapOf(3, 77, 1<<30), roaring.BitmapOf(3, 77)} {
+		before := restrict.Clone()
+		r, _ := snap.Search(ctx, Query{Vector: v, K: 5, Restrict: restrict})
+		if len(r.Hits) != 2 || r.Allowed != 2 || !restrict.Equals(before) {
+			t.Errorf("Restrict %v: %d hits of %d allowed, restriction now %v; want 2 of 2, unchanged", before, len(r.Hits), r.Allowed, restrict)
+		}
+	}
 	r, _ = snap.Search(ctx, Hybrid(Query{Vector: v, K: 5000}, far, HybridOr))
 	ids := map[uint32]bool{}
 	for _, h := range r.Hits {

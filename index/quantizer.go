@@ -263,6 +263,29 @@ func (q *Quantizer) children(order []int32, t Token, out []Token) []Token {
 	return out
 }
 
+// finer appends to out the prototype tokens of the next finer level whose
+// parent is the token t of a level above the finest, nearest to vec
+// first. Their postings cover most of t's: a doc's tokens at the finer
+// level mostly descend from its tokens at t's. It returns out unchanged
+// for a token of the finest level or past it.
+func (q *Quantizer) finer(vec []float32, t Token, out []Token) []Token {
+	l := t.Level()
+	if l+1 >= len(q.flat) || t.Code() >= q.LevelSize(l) || len(vec) != q.dim {
+		return out
+	}
+	var kids []scored
+	for c, p := range q.parent[l+1] {
+		if int(p) == t.Code() {
+			kids = append(kids, scored{int32(c), Dot(vec, q.proto(l+1, c))})
+		}
+	}
+	slices.SortStableFunc(kids, func(a, b scored) int { return cmp.Compare(b.sim, a.sim) })
+	for _, k := range kids {
+		out = append(out, mustToken(l+1, int(k.code)))
+	}
+	return out
+}
+
 // Fit fits the residual codebooks, then the product code's, on vectors
 // (k-means++ then Lloyd,
 // deterministic for the seed). vectors is not retained.

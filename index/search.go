@@ -41,12 +41,16 @@ type SearchOptions struct {
 	// boosts separate the scores (docs/benchmarks.md, "Approximate first
 	// stage").
 	ErrorBand float32
-	// SplitOver: a finest-level posting holding more than SplitOver times
-	// the candidates wanted is taken one residual sub-cluster at a time,
-	// best first for the query (Quantizer.residualOrder), until enough
-	// candidates are found, instead of whole (default 4; negative: every
-	// posting is taken whole). At a million ads a few prototypes hold tens
-	// of thousands of docs, which a query would otherwise re-rank all.
+	// SplitOver: a posting holding more than SplitOver times the
+	// candidates wanted is taken down the hierarchy until enough
+	// candidates are found, instead of whole: a prototype level's posting
+	// by the next finer level's prototypes under it, a finest-level one by
+	// its residual sub-clusters, nearest to the query first, each split
+	// again while it is that large (default 4; negative: every posting is
+	// taken whole). At a million ads a few prototypes hold tens of
+	// thousands of docs, and a query that widens to a coarser level meets
+	// postings of a tenth of the catalogue, which it would otherwise
+	// re-rank all.
 	SplitOver int
 	// Workers bounds the goroutines one query's exact re-rank uses when it
 	// scores at least 2*parallelMin candidates (a filter allowing thousands
@@ -99,6 +103,7 @@ type Query struct {
 	// Exclude drops these doc ids (for example ads already seen).
 	Exclude *roaring.Bitmap
 	// Restrict, when set, keeps only these doc ids (keyword ∩ tokens).
+	// Search reads it and never modifies it.
 	Restrict *roaring.Bitmap
 	// Include adds these doc ids to the candidates (keyword ∪ tokens);
 	// they still pass Filter and Exclude.
@@ -242,6 +247,11 @@ func (s *Snapshot) Search(ctx context.Context, q Query) (Result, error) {
 			return Result{}, fmt.Errorf("search: %w", err)
 		}
 		allowed.base, allowed.minus = base, q.Exclude
+	case q.Restrict != nil && s.live.AndCardinality(q.Restrict) == q.Restrict.GetCardinality():
+		// Every restricted doc is live (a caller's subset of this
+		// snapshot, such as its new ads): read the set as it is instead
+		// of copying it.
+		allowed.base, allowed.minus = q.Restrict, q.Exclude
 	case q.Restrict != nil:
 		allowed.base, allowed.minus = roaring.And(s.live, q.Restrict), q.Exclude
 	default:
@@ -325,10 +335,10 @@ func (s *Snapshot) Search(ctx context.Context, q Query) (Result, error) {
 
 // tokenCandidates unions the postings of the bag's tokens, finest level
 // first and within a level by decreasing weight, until the union ∩ allowed
-// reaches need (widening: more tokens, then coarser levels). A finest-level
-// posting larger than o.SplitOver times need is taken by its residual
-// sub-clusters, best first for vec. It returns nil when the whole bag is
-// not enough.
+// reaches need (widening: more tokens, then coarser levels). A posting
+// larger than o.SplitOver times need is taken down the hierarchy, nearest
+// to vec first (SearchOptions.SplitOver). It returns nil when the whole
+// bag is not enough.
 func (s *Snapshot) tokenCandidates(bag []WeightedToken, vec []float32, allowed allowSet, need int, o SearchOptions) (*roaring.Bitmap, int) {
 	finest := s.q.NumLevels() - 1
 	nLevels := finest + 1
@@ -364,33 +374,47 @@ func (s *Snapshot) tokenCandidates(bag []WeightedToken, vec []float32, allowed a
 		return nil
 	}
 	var order []int32 // residualOrder(vec), computed at the first split
-	var kids []Token
+	// descend takes b, the docs of token t (or of t within a coarser
+	// token): whole when it is small, else piece by piece down the
+	// hierarchy, the finer tokens nearest to vec first (a prototype level's
+	// finer prototypes, the finest level's residual sub-clusters), then
+	// whatever of b none of them held.
+	var descend func(t Token, b *roaring.Bitmap) *roaring.Bitmap
+	descend = func(t Token, b *roaring.Bitmap) *roaring.Bitmap {
+		if o.SplitOver <= 0 || b.GetCardinality() <= uint64(o.SplitOver)*uint64(need) {
+			return take(b)
+		}
+		var kids []Token
+		switch l := t.Level(); {
+		case l == finest:
+			if order == nil {
+				order = s.q.residualOrder(vec)
+			}
+			kids = s.q.children(order, t, nil) // they partition t's docs
+		case l < finest:
+			kids = s.q.finer(vec, t, nil)
+		}
+		for _, c := range kids {
+			cb := s.postings(c)
+			if cb == nil {
+				continue
+			}
+			if t.Level() < finest {
+				cb = roaring.And(cb, b)
+			}
+			if cand := descend(c, cb); cand != nil {
+				return cand
+			}
+		}
+		return take(b)
+	}
 	for l := nLevels - 1; l >= 0; l-- {
 		toks := byLevel[l]
 		slices.SortStableFunc(toks, func(a, b WeightedToken) int { return cmp.Compare(b.Weight, a.Weight) })
 		for _, wt := range toks {
-			b := s.postings(wt.Token)
-			if b == nil {
-				continue
-			}
-			kids = kids[:0]
-			if l == finest && o.SplitOver > 0 && b.GetCardinality() > uint64(o.SplitOver)*uint64(need) {
-				if order == nil {
-					order = s.q.residualOrder(vec)
-				}
-				kids = s.q.children(order, wt.Token, kids)
-			}
-			if len(kids) == 0 {
-				if cand := take(b); cand != nil {
+			if b := s.postings(wt.Token); b != nil {
+				if cand := descend(wt.Token, b); cand != nil {
 					return cand, l
-				}
-				continue
-			}
-			for _, c := range kids {
-				if cb := s.postings(c); cb != nil {
-					if cand := take(cb); cand != nil {
-						return cand, l
-					}
 				}
 			}
 		}

@@ -416,6 +416,90 @@ func TestSplitOver(t *testing.T) {
 	}
 }
 
+// TestSplitCoarse checks that a posting of a level above the finest larger
+// than SplitOver times the candidates wanted is taken down the hierarchy,
+// its finer prototypes nearest to the query first: a query whose bag holds
+// only the coarser levels' tokens gets fewer candidates, at least those
+// wanted, its best finer prototype's docs among them; and that finer
+// lists each finer prototype under its parent, nearest first.
+func TestSplitCoarse(t *testing.T) {
+	ctx := context.Background()
+	ix, s := testIndex(t, 6000, 3)
+	snap := ix.Snapshot()
+	q := snap.Quantizer()
+	finest := q.NumLevels() - 1
+	if finest < 1 {
+		t.Fatalf("%d levels, want 2 or more", finest+1)
+	}
+	qs := s.queries(20, 11)
+	for l := range finest {
+		seen := map[Token]bool{}
+		for c := range q.LevelSize(l) {
+			tok := mustToken(l, c)
+			kids := q.finer(qs[0], tok, nil)
+			for j, k := range kids {
+				if p, ok := q.Parent(k); !ok || p != tok || seen[k] {
+					t.Fatalf("finer(%v)[%d] = %v with parent %v (%v), seen before %v", tok, j, k, p, ok, seen[k])
+				}
+				seen[k] = true
+				if j > 0 && Dot(qs[0], q.proto(l+1, kids[j-1].Code())) < Dot(qs[0], q.proto(l+1, k.Code())) {
+					t.Fatalf("finer(%v) not nearest first: %v", tok, kids)
+				}
+			}
+		}
+		if len(seen) != q.LevelSize(l+1) {
+			t.Errorf("level %d: finer lists %d of the %d finer prototypes", l, len(seen), q.LevelSize(l+1))
+		}
+	}
+	if got := q.finer(qs[0], mustToken(finest, 0), nil); got != nil {
+		t.Errorf("finer of a finest token = %v, want nil", got)
+	}
+	const k, factor = 10, 2
+	base := SearchOptions{ExhaustiveMax: 1, MinCandidates: 1, CandidateFactor: factor}
+	var whole, split float64
+	for i, v := range qs {
+		var bag []WeightedToken // the coarsest level's tokens alone
+		for _, wt := range q.QueryBag(v) {
+			if wt.Token.Level() == 0 {
+				bag = append(bag, wt)
+			}
+		}
+		cands := map[int]*roaring.Bitmap{}
+		for _, over := range []int{-1, 2} {
+			o := base
+			o.SplitOver = over
+			if cands[over], _ = snap.tokenCandidates(bag, v, allowSet{base: snap.live}, factor*k, o); cands[over] == nil {
+				t.Fatalf("query %d, SplitOver %d: no candidates", i, over)
+			}
+			r, err := snap.Search(ctx, Query{Vector: v, Bag: bag, K: k, Options: o})
+			if err != nil || int(cands[over].GetCardinality()) != r.Candidates {
+				t.Fatalf("query %d, SplitOver %d: Search read %d candidates (%v), want %d", i, over, r.Candidates, err, cands[over].GetCardinality())
+			}
+		}
+		n, nw := cands[2].GetCardinality(), cands[-1].GetCardinality()
+		whole, split = whole+float64(nw), split+float64(n)
+		if n > nw || n < factor*k {
+			t.Errorf("query %d: split took %d candidates, whole postings %d, wanted %d", i, n, nw, factor*k)
+		}
+		best := bag[0]
+		for _, wt := range bag {
+			if wt.Weight > best.Weight {
+				best = wt
+			}
+		}
+		if p := snap.Postings(best.Token); p.GetCardinality() > 2*factor*k {
+			kid := roaring.And(snap.Postings(q.finer(v, best.Token, nil)[0]), p)
+			if !kid.IsEmpty() && !kid.Intersects(cands[2]) {
+				t.Errorf("query %d: the nearest finer prototype of %v is not among the candidates", i, best.Token)
+			}
+		}
+	}
+	t.Logf("candidates from the coarsest level: whole %.0f, split %.0f", whole/float64(len(qs)), split/float64(len(qs)))
+	if split >= whole*0.5 {
+		t.Errorf("split candidates %.0f, whole %.0f: want far fewer", split/float64(len(qs)), whole/float64(len(qs)))
+	}
+}
+
 // TestWorkers checks that an exact re-rank shared between goroutines
 // (SearchOptions.Workers) answers as one goroutine does: the same hits,
 // scores and counts, for exhaustive queries and whole filtered sets, with

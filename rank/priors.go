@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/RoaringBitmap/roaring/v2"
@@ -150,6 +151,7 @@ type Priors struct {
 	events  map[uint32]int                  // engagement events of any type, by ad node index
 	proven  *roaring.Bitmap                 // ads with at least budget() events
 	aged    *roaring.Bitmap                 // ads launched a whole fresh window or more before now: never new
+	changes atomic.Uint64                   // changes to proven or aged (Changes)
 	now     int64
 	launch  map[uint32]int64     // ads launching after now-FreshWindow: fresh or not yet launched
 	floor   [numChannels]float64 // by channel: count of the FreshRank-th ad
@@ -241,13 +243,26 @@ func (t *Priors) noteLocked(ad uint32, e *graph.Entity) {
 	switch {
 	case ok && t.now-at < t.opts.FreshWindow.Milliseconds():
 		t.launch[ad] = at
-		t.aged.Remove(ad)
+		t.setAgedLocked(ad, false)
 	case ok:
 		delete(t.launch, ad)
-		t.aged.Add(ad)
+		t.setAgedLocked(ad, true)
 	default:
 		delete(t.launch, ad)
-		t.aged.Remove(ad)
+		t.setAgedLocked(ad, false)
+	}
+}
+
+// setAgedLocked notes whether ad is aged, counting a change.
+func (t *Priors) setAgedLocked(ad uint32, aged bool) {
+	changed := false
+	if aged {
+		changed = t.aged.CheckedAdd(ad)
+	} else {
+		changed = t.aged.CheckedRemove(ad)
+	}
+	if changed {
+		t.changes.Add(1)
 	}
 }
 
@@ -352,7 +367,7 @@ func (t *Priors) advanceLocked(now int64) []uint32 {
 		}
 		if now-at >= window {
 			delete(t.launch, ad)
-			t.aged.Add(ad)
+			t.setAgedLocked(ad, true)
 		}
 	}
 	return changed
@@ -380,6 +395,16 @@ func (t *Priors) NewAds(live *roaring.Bitmap) *roaring.Bitmap {
 	out := roaring.AndNot(live, t.proven)
 	out.AndNot(t.aged)
 	return out
+}
+
+// Changes counts the changes to which ads are new: NewAds of the same live
+// set answers the same while Changes does not grow, so a caller may keep
+// its answer until then. 0 for a nil t.
+func (t *Priors) Changes() uint64 {
+	if t == nil {
+		return 0
+	}
+	return t.changes.Load()
 }
 
 // Sync sets the prior of every live ad of ix from t (0 for all when t is
@@ -448,8 +473,8 @@ func (t *Priors) observeLocked(store *graph.Store, evs []graph.Event) []uint32 {
 			continue
 		}
 		t.events[id.Idx]++
-		if t.events[id.Idx] == t.budget() {
-			t.proven.Add(id.Idx)
+		if t.events[id.Idx] == t.budget() && t.proven.CheckedAdd(id.Idx) {
+			t.changes.Add(1)
 		}
 		if w := t.opts.eventWeight(ev.Type); w > 0 {
 			src, _ := store.Lookup(ev.Src)

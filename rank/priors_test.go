@@ -426,9 +426,14 @@ func TestNewAds(t *testing.T) {
 
 	// Observed events end an ad's newness at the budget; a dead ad is not new.
 	tr := NewPriors(store, worldT0, worldT0, DefaultOptions())
+	changes := tr.Changes()
 	tr.mu.Lock()
 	tr.observeLocked(store, engage("one", graph.EdgeClick, 2))
 	tr.mu.Unlock()
+	if tr.Changes() == changes {
+		t.Errorf("an ad reached its budget and Changes stayed %d", changes)
+	}
+	changes = tr.Changes()
 	live.Remove(ids["none"])
 	if got, want := names(tr.NewAds(live)), []string{"launched"}; !slices.Equal(got, want) {
 		t.Errorf("after 2 more clicks on one: new ads %v, want %v", got, want)
@@ -437,6 +442,9 @@ func TestNewAds(t *testing.T) {
 	tr.mu.Lock()
 	tr.advanceLocked(worldT0 + (DefaultFreshWindow + time.Hour).Milliseconds())
 	tr.mu.Unlock()
+	if tr.Changes() == changes {
+		t.Errorf("an ad aged and Changes stayed %d", changes)
+	}
 	if got := names(tr.NewAds(live)); len(got) != 0 {
 		t.Errorf("a fresh window after the launch: new ads %v, want none", got)
 	}

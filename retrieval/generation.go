@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/RoaringBitmap/roaring/v2"
+
 	"github.com/hir-ads/hir/graph"
 	"github.com/hir-ads/hir/index"
 	"github.com/hir-ads/hir/model"
@@ -67,6 +69,35 @@ type Live struct {
 	// Engine.Publish counts them.
 	Priors *rank.Priors
 	Co     *rank.CoEngagement
+
+	newAds atomic.Pointer[newAdSet] // the last answer of NewAds
+}
+
+// newAdSet is the set of new ads of one index snapshot, as of a count of
+// the priors' changes.
+type newAdSet struct {
+	snap    *index.Snapshot
+	priors  *rank.Priors
+	changes uint64
+	ads     *roaring.Bitmap
+}
+
+// NewAds returns the ads of snapshot idx that are new (rank.Priors.NewAds),
+// nil without priors. The answer is shared by every request of the same
+// snapshot until the priors change which ads are new, so it must not be
+// modified: at a million ads computing it copies the live set twice.
+func (l *Live) NewAds(idx *index.Snapshot) *roaring.Bitmap {
+	p := l.Priors
+	if p == nil {
+		return nil
+	}
+	changes := p.Changes() // read first: a change meanwhile is seen by the next call
+	if c := l.newAds.Load(); c != nil && c.snap == idx && c.priors == p && c.changes == changes {
+		return c.ads
+	}
+	ads := p.NewAds(idx.Live())
+	l.newAds.Store(&newAdSet{snap: idx, priors: p, changes: changes, ads: ads})
+	return ads
 }
 
 // Served is what a request reads: a generation and its live part. A

@@ -386,7 +386,7 @@ const newAdExhaustiveMax = 2048
 // hits, which count toward the share where they stand. It also returns
 // the set of new ads (empty, not nil, when there are none).
 func newAdHits(ctx context.Context, s *Served, idx *index.Snapshot, q index.Query, slots int, hits []index.Hit) (*roaring.Bitmap, []index.Hit, error) {
-	ads := s.live.Priors.NewAds(idx.Live())
+	ads := s.live.NewAds(idx)
 	if ads == nil || ads.IsEmpty() {
 		return roaring.New(), nil, nil
 	}
@@ -403,7 +403,7 @@ func newAdHits(ctx context.Context, s *Served, idx *index.Snapshot, q index.Quer
 // newAdExhaustiveMax of them.
 func newAdQuery(q index.Query, ads *roaring.Bitmap, slots int, hits []index.Hit) index.Query {
 	if q.Restrict != nil {
-		ads.And(q.Restrict)
+		ads = roaring.And(ads, q.Restrict) // ads is shared: not in place
 	}
 	k := slots
 	for _, h := range hits {

@@ -606,6 +606,12 @@ func TestEndToEnd(t *testing.T) {
 			return res.JSON200.Candidates
 		}
 		all := ask(100, nil)
+		// Before the impressions every ad of camp1 is new: the share's
+		// slot goes to one of them (and the set of new ads, kept between
+		// requests, must follow the impressions below).
+		if got := ask(4, ptr(float32(0.5))); len(got) != 4 || got[1].NewAd == nil || !*got[1].NewAd {
+			t.Errorf("share 0.5 before the impressions: candidates %+v, want the second marked new_ad", got)
+		}
 		var evs []api.Event
 		for _, c := range all {
 			for i := range rank.DefaultFreshEvents {
