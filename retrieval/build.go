@@ -60,7 +60,7 @@ func (o *BuildOptions) applyDefaults() {
 func Build(ctx context.Context, m *model.Model, store *graph.Store, asOf int64, opts BuildOptions) (*Served, error) {
 	opts.applyDefaults()
 	start := time.Now()
-	gen := &Generation{Model: m, Version: m.Version(), TrainedAt: time.Now(), AsOf: asOf,
+	gen := &generation{Model: m, Version: m.Version(), TrainedAt: time.Now(), AsOf: asOf,
 		Embeddings: make(map[graph.NodeType]*Matrix), Metrics: map[string]float64{}}
 	dim := m.Config().ServedDim()
 	for t := graph.NodeType(1); int(t) < graph.NumNodeTypes; t++ {
@@ -82,7 +82,7 @@ func Build(ctx context.Context, m *model.Model, store *graph.Store, asOf int64, 
 	if err != nil {
 		return nil, err
 	}
-	s := &Served{gen: gen, live: &Live{Index: ix}}
+	s := &Served{gen: gen, live: &liveState{Index: ix}}
 	if err := buildCatalogue(ctx, s, store); err != nil {
 		return nil, err
 	}
@@ -133,7 +133,7 @@ func embedBatches(ctx context.Context, m *model.Model, store *graph.Store, ids [
 // buildIndex fits the quantizer (the model's prototypes, plus a residual
 // codebook fitted on the ad embeddings when there are enough ads) and
 // builds the ad index from gen's ad matrix.
-func buildIndex(ctx context.Context, gen *Generation, store *graph.Store, opts BuildOptions) (*index.Index, error) {
+func buildIndex(ctx context.Context, gen *generation, store *graph.Store, opts BuildOptions) (*index.Index, error) {
 	m := gen.Model
 	dim := m.Config().ServedDim()
 	levels := make([][][]float32, m.Levels())

@@ -21,8 +21,8 @@
 //
 // # Sections
 //
-// State: a [Generation] is one trained model's immutable state (model,
-// embedding matrices, token catalogue). Its [Live] part (the live ad index,
+// State: a generation is one trained model's immutable state (model,
+// embedding matrices, token catalogue). Its liveState part (the live ad index,
 // the engagement priors and the co-engagement of package rank) changes with
 // every ingested event; the [Engine] is its one owner and writes it only
 // under its apply lock: [Engine.Apply] applies a stored batch to the graph

@@ -52,7 +52,7 @@ type EmbeddingMap struct {
 // the interests, without the appended spectral factors, whose longest rows
 // would otherwise pull the two components onto a few ads.
 type mapBasis struct {
-	gen *Generation
+	gen *generation
 	pca *explore.PCA
 }
 

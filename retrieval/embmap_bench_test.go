@@ -52,7 +52,7 @@ func BenchmarkMapPoints(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	basis := &mapBasis{gen: &Generation{}, pca: pca}
+	basis := &mapBasis{gen: &generation{}, pca: pca}
 	for _, n := range []int{1000, 5000} {
 		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
 			b.ReportAllocs()

@@ -83,8 +83,8 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Engine is HIR's retrieval core: it serves one [Generation] at a time
-// with its [Live] part over a graph store, answers [Engine.Retrieve], and
+// Engine is HIR's retrieval core: it serves one generation at a time
+// with its liveState part over a graph store, answers [Engine.Retrieve], and
 // owns every write to the live part ([Engine.Apply], [Engine.Publish]).
 // The HTTP server and the offline evaluation both call it, so that what is
 // evaluated is what is served. Safe for concurrent use.

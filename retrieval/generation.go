@@ -17,12 +17,12 @@ import (
 	"github.com/hir-ads/hir/rank"
 )
 
-// Generation is one trained model's immutable serving state: the model,
+// generation is one trained model's immutable serving state: the model,
 // the per-type embedding matrices of every entity it embedded, and the
-// token catalogue of the ad index as built. Nothing in a Generation
+// token catalogue of the ad index as built. Nothing in a generation
 // changes after it is built; what every ingested event changes is its
-// [Live] part. Safe for concurrent reads.
-type Generation struct {
+// liveState part. Safe for concurrent reads.
+type generation struct {
 	// Model embeds entities unseen at training time (cold start); nil
 	// serves only the precomputed embeddings.
 	Model *model.Model
@@ -46,7 +46,7 @@ type Generation struct {
 }
 
 // Dim returns the embedding dimension, 0 when unknown.
-func (g *Generation) Dim() int {
+func (g *generation) Dim() int {
 	if g.Model != nil {
 		return g.Model.Config().ServedDim()
 	}
@@ -56,21 +56,21 @@ func (g *Generation) Dim() int {
 	return 0
 }
 
-// Live is the writer-side part of a served generation: the live ad index
+// liveState is the writer-side part of a served generation: the live ad index
 // (fresh ads are upserted into it; its readers take index snapshots), the
 // ads' engagement priors and their co-engagement. Every ingested event
 // changes it. Its one owner is the [Engine] that serves it: only
 // Engine.Publish and Engine.Apply write to it, under the engine's apply
 // lock, after the event is in the graph store. Readers may use it
 // concurrently.
-type Live struct {
+type liveState struct {
 	Index *index.Index
 	// Priors and Co are nil when the settings turn them off, and before
 	// Engine.Publish counts them.
 	Priors *rank.Priors
 	Co     *rank.CoEngagement
 
-	newAds atomic.Pointer[newAdSet] // the last answer of NewAds
+	newAds atomic.Pointer[newAdSet] // the last answer of newAdsOf
 }
 
 // newAdSet is the set of new ads of one index snapshot, as of a count of
@@ -82,11 +82,11 @@ type newAdSet struct {
 	ads     *roaring.Bitmap
 }
 
-// NewAds returns the ads of snapshot idx that are new (rank.Priors.NewAds),
+// newAdsOf returns the ads of snapshot idx that are new (rank.Priors.NewAds),
 // nil without priors. The answer is shared by every request of the same
 // snapshot until the priors change which ads are new, so it must not be
 // modified: at a million ads computing it copies the live set twice.
-func (l *Live) NewAds(idx *index.Snapshot) *roaring.Bitmap {
+func (l *liveState) newAdsOf(idx *index.Snapshot) *roaring.Bitmap {
 	p := l.Priors
 	if p == nil {
 		return nil
@@ -105,8 +105,8 @@ func (l *Live) NewAds(idx *index.Snapshot) *roaring.Bitmap {
 // Its parts are read only through [Engine] methods and the accessors
 // below, which describe the version it serves.
 type Served struct {
-	gen  *Generation
-	live *Live
+	gen  *generation
+	live *liveState
 
 	sm atomic.Pointer[graph.Sampler] // request-time sampler of gen.Model, made on first use
 }

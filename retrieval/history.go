@@ -43,7 +43,7 @@ type ModelStatus struct {
 // about. Safe for concurrent use.
 type historyCache struct {
 	mu      sync.Mutex
-	gen     *Generation // mu must be held
+	gen     *generation // mu must be held
 	points  []TrainingPoint
 	entropy []float32
 }
@@ -62,7 +62,7 @@ func (e *Engine) Model() (*ModelStatus, error) {
 	return st, nil
 }
 
-func (c *historyCache) get(g *Generation, logger *slog.Logger) ([]TrainingPoint, []float32) {
+func (c *historyCache) get(g *generation, logger *slog.Logger) ([]TrainingPoint, []float32) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.gen != g {

@@ -373,7 +373,7 @@ func Load(ctx context.Context, m *model.Model, store *graph.Store, dir string, a
 		}
 		st.Loaded += mat.Len()
 	}
-	gen := &Generation{Model: m, Version: m.Version(), TrainedAt: time.Now(), AsOf: f.AsOf,
+	gen := &generation{Model: m, Version: m.Version(), TrainedAt: time.Now(), AsOf: f.AsOf,
 		Embeddings: make(map[graph.NodeType]*Matrix), Metrics: map[string]float64{}}
 	fresh := map[graph.NodeID][]float32{}
 	for t := graph.NodeType(1); int(t) < graph.NumNodeTypes; t++ {
@@ -412,7 +412,7 @@ func Load(ctx context.Context, m *model.Model, store *graph.Store, dir string, a
 			return nil, st, err
 		}
 	}
-	s := &Served{gen: gen, live: &Live{Index: ix}}
+	s := &Served{gen: gen, live: &liveState{Index: ix}}
 	n, err := catchUpIndex(ctx, s, store, asOf, fresh, opts)
 	if err != nil {
 		return nil, st, err
@@ -439,7 +439,7 @@ func Load(ctx context.Context, m *model.Model, store *graph.Store, dir string, a
 
 // loadIndex reads dir's index file into a live index; nil (and a warning)
 // when it is absent or unusable.
-func loadIndex(ctx context.Context, dir string, gen *Generation, opts BuildOptions) (*index.Index, error) {
+func loadIndex(ctx context.Context, dir string, gen *generation, opts BuildOptions) (*index.Index, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("load snapshot: %w", err)
 	}

@@ -386,7 +386,7 @@ const newAdExhaustiveMax = 2048
 // hits, which count toward the share where they stand. It also returns
 // the set of new ads (empty, not nil, when there are none).
 func newAdHits(ctx context.Context, s *Served, idx *index.Snapshot, q index.Query, slots int, hits []index.Hit) (*roaring.Bitmap, []index.Hit, error) {
-	ads := s.live.NewAds(idx)
+	ads := s.live.newAdsOf(idx)
 	if ads == nil || ads.IsEmpty() {
 		return roaring.New(), nil, nil
 	}
@@ -926,7 +926,7 @@ func keywordCentroid(idx *index.Snapshot, keyword *roaring.Bitmap) []float32 {
 }
 
 // hasToken reports whether g's catalogue holds token t.
-func (g *Generation) hasToken(t index.Token) bool {
+func (g *generation) hasToken(t index.Token) bool {
 	if g.Catalogue == nil {
 		return false
 	}

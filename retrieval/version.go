@@ -64,7 +64,7 @@ func OpenVersion(ctx context.Context, store *graph.Store, dir string, ann *Annou
 // addCheckpointMetrics copies the training metrics of checkpoint dir into
 // gen (as the trainer's rounds do) and dates gen by the checkpoint. A
 // missing or unreadable metrics file leaves gen as it is.
-func addCheckpointMetrics(gen *Generation, dir string) {
+func addCheckpointMetrics(gen *generation, dir string) {
 	path := filepath.Join(dir, model.FileMetrics)
 	b, err := os.ReadFile(path)
 	if err != nil {
