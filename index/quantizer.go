@@ -286,6 +286,24 @@ func (q *Quantizer) finer(vec []float32, t Token, out []Token) []Token {
 	return out
 }
 
+// nearest returns the prototype tokens of level, nearest to vec first
+// (nil for a level out of range or a vector of another dimension).
+func (q *Quantizer) nearest(level int, vec []float32) []Token {
+	if level < 0 || level >= len(q.flat) || len(vec) != q.dim {
+		return nil
+	}
+	sims := make([]scored, q.LevelSize(level))
+	for c := range sims {
+		sims[c] = scored{int32(c), Dot(vec, q.proto(level, c))}
+	}
+	slices.SortStableFunc(sims, func(a, b scored) int { return cmp.Compare(b.sim, a.sim) })
+	out := make([]Token, len(sims))
+	for i, s := range sims {
+		out[i] = mustToken(level, int(s.code))
+	}
+	return out
+}
+
 // Fit fits the residual codebooks, then the product code's, on vectors
 // (k-means++ then Lloyd,
 // deterministic for the seed). vectors is not retained.

@@ -44,7 +44,8 @@ type SearchOptions struct {
 	// SplitOver: a posting holding more than SplitOver times the
 	// candidates wanted is taken down the hierarchy until enough
 	// candidates are found, instead of whole: a prototype level's posting
-	// by the next finer level's prototypes under it, a finest-level one by
+	// by the next finer level's prototypes under it and then, for the docs
+	// those do not hold, by the finest prototypes, a finest-level one by
 	// its residual sub-clusters, nearest to the query first, each split
 	// again while it is that large (default 4; negative: every posting is
 	// taken whole). At a million ads a few prototypes hold tens of
@@ -373,18 +374,22 @@ func (s *Snapshot) tokenCandidates(bag []WeightedToken, vec []float32, allowed a
 		}
 		return nil
 	}
-	var order []int32 // residualOrder(vec), computed at the first split
+	var order []int32         // residualOrder(vec), computed at the first split
+	var nearestFinest []Token // the finest prototypes nearest to vec first, at the first need
 	// descend takes b, the docs of token t (or of t within a coarser
 	// token): whole when it is small, else piece by piece down the
 	// hierarchy, the finer tokens nearest to vec first (a prototype level's
-	// finer prototypes, the finest level's residual sub-clusters), then
-	// whatever of b none of them held.
+	// finer prototypes, the finest level's residual sub-clusters). A
+	// prototype level's b that its finer prototypes do not cover (its docs'
+	// finer tokens descend from other prototypes) is then taken by every
+	// finest prototype, nearest first, and whatever none of them held last.
 	var descend func(t Token, b *roaring.Bitmap) *roaring.Bitmap
 	descend = func(t Token, b *roaring.Bitmap) *roaring.Bitmap {
 		if o.SplitOver <= 0 || b.GetCardinality() <= uint64(o.SplitOver)*uint64(need) {
 			return take(b)
 		}
 		var kids []Token
+		whole := b == s.postings(t) // b is t's own posting, not a piece of it
 		switch l := t.Level(); {
 		case l == finest:
 			if order == nil {
@@ -394,16 +399,32 @@ func (s *Snapshot) tokenCandidates(bag []WeightedToken, vec []float32, allowed a
 		case l < finest:
 			kids = s.q.finer(vec, t, nil)
 		}
+		tried := map[Token]bool{}
 		for _, c := range kids {
+			tried[c] = true
 			cb := s.postings(c)
 			if cb == nil {
 				continue
 			}
-			if t.Level() < finest {
+			if t.Level() < finest || !whole {
 				cb = roaring.And(cb, b)
 			}
 			if cand := descend(c, cb); cand != nil {
 				return cand
+			}
+		}
+		if t.Level() < finest {
+			if nearestFinest == nil {
+				nearestFinest = s.q.nearest(finest, vec)
+			}
+			for _, f := range nearestFinest {
+				fb := s.postings(f)
+				if tried[f] || fb == nil || !fb.Intersects(b) {
+					continue
+				}
+				if cand := descend(f, roaring.And(fb, b)); cand != nil {
+					return cand
+				}
 			}
 		}
 		return take(b)

@@ -494,6 +494,31 @@ func TestSplitCoarse(t *testing.T) {
 			}
 		}
 	}
+	// Any large posting of a level above the finest, asked for alone, is
+	// taken in pieces, never whole, even where its finer prototypes hold
+	// few of its docs (then the finest prototypes nearest to the query
+	// take the rest).
+	o := base
+	o.SplitOver = 2
+	for l := range finest {
+		for c := range q.LevelSize(l) {
+			tok := mustToken(l, c)
+			p := snap.Postings(tok)
+			if p.GetCardinality() <= 4*factor*k*2 {
+				continue
+			}
+			for i, v := range qs[:5] {
+				cand, _ := snap.tokenCandidates([]WeightedToken{{Token: tok, Weight: 1}}, v, allowSet{base: snap.live}, factor*k, o)
+				if cand == nil || cand.GetCardinality() >= p.GetCardinality() || cand.GetCardinality() < factor*k {
+					n := uint64(0)
+					if cand != nil {
+						n = cand.GetCardinality()
+					}
+					t.Errorf("%v alone (%d docs), query %d: %d candidates, want at least %d and fewer than the posting", tok, p.GetCardinality(), i, n, factor*k)
+				}
+			}
+		}
+	}
 	t.Logf("candidates from the coarsest level: whole %.0f, split %.0f", whole/float64(len(qs)), split/float64(len(qs)))
 	if split >= whole*0.5 {
 		t.Errorf("split candidates %.0f, whole %.0f: want far fewer", split/float64(len(qs)), whole/float64(len(qs)))
@@ -568,5 +593,64 @@ func TestWorkers(t *testing.T) {
 	big.AddRange(0, 1<<18) // more than 65536 docs a share: the context is read
 	if _, _, err := scoreShared(cancelled, big, 10, 2, func(id uint32) (Hit, bool) { return Hit{ID: id}, true }); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled: err %v, want context.Canceled", err)
+	}
+}
+
+// TestSplitOrphan checks that a prototype's large posting is taken in
+// pieces even when no finer prototype descends from it: its docs' finer
+// tokens all descend from another prototype, so its finer prototypes
+// cover none of them, and the finest prototypes nearest to the query take
+// them instead of the whole posting.
+func TestSplitOrphan(t *testing.T) {
+	ctx := context.Background()
+	unit := func(deg float64) []float32 {
+		r := deg * math.Pi / 180
+		return []float32{float32(math.Cos(r)), float32(math.Sin(r))}
+	}
+	// Level 0: east and west. Level 1: four prototypes, all east of the
+	// origin, so every one's parent is east and west has no finer ones.
+	levels := [][][]float32{{unit(0), unit(180)}, {unit(10), unit(20), unit(-10), unit(-20)}}
+	q, err := NewQuantizer(QuantizerOptions{Levels: levels, ResidualLevels: -1, ProductSubspaces: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix, err := New(Options{Quantizer: q})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var docs []Doc
+	for i := range 2000 { // 1,000 docs east and 1,000 west, spread over +-30 degrees
+		deg := float64(i%1000)*0.06 - 30
+		if i >= 1000 {
+			deg += 180
+		}
+		docs = append(docs, Doc{ID: uint32(i), Embedding: unit(deg)})
+	}
+	if err := ix.Build(ctx, docs); err != nil {
+		t.Fatal(err)
+	}
+	snap := ix.Snapshot()
+	west := mustToken(0, 1)
+	if kids := q.finer(unit(180), west, nil); len(kids) != 0 {
+		t.Fatalf("west has finer prototypes %v, want none", kids)
+	}
+	posting := snap.Postings(west).GetCardinality()
+	if posting < 900 {
+		t.Fatalf("west holds %d docs, want about 1000", posting)
+	}
+	const k, factor = 10, 2
+	for _, over := range []int{-1, 2} {
+		o := SearchOptions{ExhaustiveMax: 1, MinCandidates: 1, CandidateFactor: factor, SplitOver: over}
+		cand, _ := snap.tokenCandidates([]WeightedToken{{Token: west, Weight: 1}}, unit(180), allowSet{base: snap.live}, factor*k, o)
+		n := uint64(0)
+		if cand != nil {
+			n = cand.GetCardinality()
+		}
+		switch {
+		case over < 0 && n != posting:
+			t.Errorf("postings taken whole: %d candidates, want west's %d", n, posting)
+		case over > 0 && (n < factor*k || n >= posting):
+			t.Errorf("SplitOver %d: %d candidates, want at least %d and fewer than west's %d", over, n, factor*k, posting)
+		}
 	}
 }
