@@ -270,18 +270,13 @@ func (q *Quantizer) children(order []int32, t Token, out []Token) []Token {
 // for a token of the finest level or past it.
 func (q *Quantizer) finer(vec []float32, t Token, out []Token) []Token {
 	l := t.Level()
-	if l+1 >= len(q.flat) || t.Code() >= q.LevelSize(l) || len(vec) != q.dim {
+	if l+1 >= len(q.flat) || t.Code() >= q.LevelSize(l) {
 		return out
 	}
-	var kids []scored
-	for c, p := range q.parent[l+1] {
-		if int(p) == t.Code() {
-			kids = append(kids, scored{int32(c), Dot(vec, q.proto(l+1, c))})
+	for _, k := range q.nearest(l+1, vec) {
+		if int(q.parent[l+1][k.Code()]) == t.Code() {
+			out = append(out, k)
 		}
-	}
-	slices.SortStableFunc(kids, func(a, b scored) int { return cmp.Compare(b.sim, a.sim) })
-	for _, k := range kids {
-		out = append(out, mustToken(l+1, int(k.code)))
 	}
 	return out
 }
