@@ -3,8 +3,6 @@ package serving
 import (
 	"context"
 	"errors"
-	"fmt"
-	"math"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -14,7 +12,7 @@ import (
 
 	"github.com/hir-ads/hir/api"
 	"github.com/hir-ads/hir/eventlog"
-	"github.com/hir-ads/hir/graph"
+	"github.com/hir-ads/hir/graph/graphtest"
 	"github.com/hir-ads/hir/serving/middleware"
 )
 
@@ -121,7 +119,7 @@ func TestRestartFromCheckpoint(t *testing.T) {
 	if res := post(c, `{"events":[`+second+`]}`); res.JSON200 == nil {
 		t.Fatalf("post: %s", res.Body)
 	}
-	want := storeEdges(rs.srv.Store())
+	want := graphtest.Edges(rs.srv.Store())
 	rs.cancel()
 	if err := <-rs.done; err != nil {
 		t.Fatal(err)
@@ -129,7 +127,7 @@ func TestRestartFromCheckpoint(t *testing.T) {
 
 	rs2 := runServer(t, logOpts, Options{CheckpointEvery: -1})
 	defer func() { rs2.cancel(); <-rs2.done }()
-	if got := storeEdges(rs2.srv.Store()); !slices.Equal(got, want) {
+	if got := graphtest.Edges(rs2.srv.Store()); !slices.Equal(got, want) {
 		t.Fatalf("graph after restart = %v, want %v", got, want)
 	}
 	if st := rs2.log.Stats(); st.CheckpointSeq != 2 {
@@ -146,18 +144,7 @@ func TestRestartFromCheckpoint(t *testing.T) {
 	if res := post(c2, `{"events":[`+conflict+`]}`); res.StatusCode() != http.StatusConflict {
 		t.Fatalf("conflicting replay: %d %s, want 409", res.StatusCode(), res.Body)
 	}
-	if got := storeEdges(rs2.srv.Store()); !slices.Equal(got, want) {
+	if got := graphtest.Edges(rs2.srv.Store()); !slices.Equal(got, want) {
 		t.Fatalf("graph after the replays = %v, want %v", got, want)
 	}
-}
-
-// storeEdges lists every stored event of s as "src>dst@ts".
-func storeEdges(s *graph.Store) []string {
-	var out []string
-	s.ForEachEdge(0, math.MaxInt64, func(src graph.NodeID, e graph.Edge) bool {
-		out = append(out, fmt.Sprintf("%s>%s@%d", s.Ref(src), s.Ref(e.Nbr), e.TS))
-		return true
-	})
-	slices.Sort(out)
-	return out
 }

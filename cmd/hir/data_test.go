@@ -3,9 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"log/slog"
-	"math"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -13,6 +11,7 @@ import (
 
 	"github.com/hir-ads/hir/eventlog"
 	"github.com/hir-ads/hir/graph"
+	"github.com/hir-ads/hir/graph/graphtest"
 	"github.com/hir-ads/hir/serving"
 )
 
@@ -76,7 +75,7 @@ func TestLoadGraphFromCheckpoint(t *testing.T) {
 	if !strings.Contains(buf.String(), "graph read from the event log's checkpoint") || !strings.Contains(buf.String(), "batches_after=1") {
 		t.Fatalf("the checkpoint was not read: %s", buf.String())
 	}
-	want, have := edgeList(replayed), edgeList(got)
+	want, have := graphtest.Edges(replayed), graphtest.Edges(got)
 	if !slices.Equal(want, have) || got.NumNodes(graph.NodeAd) != replayed.NumNodes(graph.NodeAd) {
 		t.Fatalf("graph from the checkpoint: %d events, %d ads; full replay: %d events, %d ads",
 			len(have), got.NumNodes(graph.NodeAd), len(want), replayed.NumNodes(graph.NodeAd))
@@ -89,15 +88,4 @@ func TestLoadGraphFromCheckpoint(t *testing.T) {
 	if cut.MaxTS() != replayed.MinTS() || cut.NumEvents() >= replayed.NumEvents() {
 		t.Fatalf("graph cut at %d: %d events up to %d, want only those at the cut", replayed.MinTS(), cut.NumEvents(), cut.MaxTS())
 	}
-}
-
-// edgeList lists every event of s as "src>dst@ts", sorted.
-func edgeList(s *graph.Store) []string {
-	var out []string
-	s.ForEachEdge(0, math.MaxInt64, func(src graph.NodeID, e graph.Edge) bool {
-		out = append(out, fmt.Sprintf("%s>%s@%d", s.Ref(src), s.Ref(e.Nbr), e.TS))
-		return true
-	})
-	slices.Sort(out)
-	return out
 }
