@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -316,11 +315,7 @@ func TestCheckpointHelper(t *testing.T) {
 					fmt.Fprintf(os.Stderr, "helper: append: %v\n", err)
 					os.Exit(3)
 				}
-				var line strings.Builder
-				for _, ev := range b.Events {
-					fmt.Fprintf(&line, "ack %s\n", ev.ID)
-				}
-				say(line.String())
+				say(ackLines(b))
 			}
 		})
 	}
@@ -371,22 +366,13 @@ func TestKill9DuringCheckpoint(t *testing.T) {
 		// Rounds 1 and 3 end with the child killing itself in the middle of
 		// writing its 20th checkpoint.
 		selfKill := round%2 == 1
-		cmd := exec.Command(os.Args[0], "-test.run=^TestCheckpointHelper$", "-test.count=1")
-		cmd.Env = append(os.Environ(), checkpointHelperEnv+"="+dir)
+		env := []string{checkpointHelperEnv + "=" + dir}
 		if selfKill {
-			cmd.Env = append(cmd.Env, checkpointHelperEnv+"_SELF_KILL=1")
+			env = append(env, checkpointHelperEnv+"_SELF_KILL=1")
 		}
-		cmd.Stderr = os.Stderr
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		cmd, sc := startHelper(t, "TestCheckpointHelper", env...)
 		n, ckpts := 0, 0
 		var killed atomic.Bool
-		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
 			line := sc.Text()
 			if line == "ckpt" {
@@ -411,9 +397,7 @@ func TestKill9DuringCheckpoint(t *testing.T) {
 		if !killed.Load() && !selfKill {
 			t.Fatalf("round %d: child exited before being killed: %v", round, werr)
 		}
-		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || ws.Signal() != syscall.SIGKILL {
-			t.Fatalf("round %d: child state = %v, want killed by SIGKILL", round, cmd.ProcessState)
-		}
+		wantSIGKILLed(t, cmd, fmt.Sprintf("round %d", round))
 		_, terr := os.Stat(filepath.Join(dir, CheckpointFile+".tmp"))
 		midWrite := terr == nil
 		if midWrite {

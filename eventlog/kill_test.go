@@ -43,12 +43,8 @@ func TestHelperProcess(t *testing.T) {
 					fmt.Fprintf(os.Stderr, "helper: append: %v\n", err)
 					os.Exit(3)
 				}
-				var line strings.Builder
-				for _, ev := range b.Events {
-					fmt.Fprintf(&line, "ack %s\n", ev.ID)
-				}
 				out.Lock()
-				_, err := os.Stdout.WriteString(line.String())
+				_, err := os.Stdout.WriteString(ackLines(b))
 				out.Unlock()
 				if err != nil {
 					os.Exit(4)
@@ -58,6 +54,42 @@ func TestHelperProcess(t *testing.T) {
 	}
 	wg.Wait()
 	os.Exit(0)
+}
+
+// ackLines are the lines a helper child prints once b's Append has
+// returned: "ack <id>" for each of its events.
+func ackLines(b Batch) string {
+	var line strings.Builder
+	for _, ev := range b.Events {
+		fmt.Fprintf(&line, "ack %s\n", ev.ID)
+	}
+	return line.String()
+}
+
+// startHelper starts this test binary as a child running only the helper
+// test named test, with env added to its environment, and returns it
+// with a scanner of its standard output.
+func startHelper(t *testing.T, test string, env ...string) (*exec.Cmd, *bufio.Scanner) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.count=1")
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stderr = os.Stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, bufio.NewScanner(stdout)
+}
+
+// wantSIGKILLed fails t unless the child cmd, waited for, died of SIGKILL.
+func wantSIGKILLed(t *testing.T, cmd *exec.Cmd, what string) {
+	t.Helper()
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("%s: child state = %v, want killed by SIGKILL", what, cmd.ProcessState)
+	}
 }
 
 // TestKill9 kills a child process with SIGKILL in the middle of concurrent
@@ -77,19 +109,9 @@ func TestKill9(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
-			cmd.Env = append(os.Environ(), helperEnv+"="+dir)
-			cmd.Stderr = os.Stderr
-			stdout, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
+			cmd, sc := startHelper(t, "TestHelperProcess", helperEnv+"="+dir)
 			acked := map[string]bool{}
 			var killed atomic.Bool
-			sc := bufio.NewScanner(stdout)
 			for sc.Scan() {
 				id, ok := strings.CutPrefix(sc.Text(), "ack ")
 				if !ok {
@@ -108,9 +130,7 @@ func TestKill9(t *testing.T) {
 			if !killed.Load() {
 				t.Fatalf("child exited after %d acks before being killed: %v", len(acked), werr)
 			}
-			if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || ws.Signal() != syscall.SIGKILL {
-				t.Fatalf("child state = %v, want killed by SIGKILL", cmd.ProcessState)
-			}
+			wantSIGKILLed(t, cmd, tc.name)
 
 			stored := map[string]bool{}
 			l, rep, batches := openTest(t, Options{Dir: dir})
