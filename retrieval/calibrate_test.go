@@ -81,7 +81,7 @@ func TestCalibrate(t *testing.T) {
 	store, cut := trendingStore(t)
 	dir, _ := tinyTrained(t, store)
 	co := rank.DefaultWeights().CoEngagement
-	opts := CalibrateOptions{Rank: rank.DefaultOptions(), CoEngagement: co, PriorWeights: []float32{0, 1, 3}, Recent: -1, Seed: 1}
+	opts := CalibrateOptions{Rank: rank.DefaultOptions(), CoEngagement: co, PriorWeights: []float32{0, 1, 3}, Seed: 1}
 	c, err := CalibrateVersion(ctx, dir, cut, store, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -96,6 +96,17 @@ func TestCalibrate(t *testing.T) {
 		if p.Recall != 1 {
 			t.Errorf("prior weight %v: recall %v, want 1 (the five trending ads rank first)", p.PriorWeight, p.Recall)
 		}
+	}
+	// By default every engagement after the cut is ranked (Recent 0),
+	// and a negative Recent reads the same.
+	every := opts
+	every.Recent, every.Cut = -1, cut
+	ec, err := Calibrate(ctx, mustLoad(t, dir), store, every)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ec.Cut != c.Cut || ec.Users != c.Users {
+		t.Errorf("Recent -1: cut %d, %d users; want the default's %d, %d", ec.Cut, ec.Users, c.Cut, c.Users)
 	}
 	// Only the latest share of the events: the cut moves later, fewer
 	// users are ranked.

@@ -17,7 +17,7 @@ func runCalibrate(ctx context.Context, e *env, args []string) error {
 	data := fs.String("data", "", "data directory (required)")
 	dir := fs.String("model", "", "version directory (default: the latest of DIR/models)")
 	asOfFlag := fs.String("asof", "", "calibrate on events up to this time (unix ms or RFC 3339), as the version was trained; default all")
-	recent := fs.Float64("recent", retrieval.DefaultCalibrateRecent, "rank only the engagements among the latest fraction (below 1) of the events, and after the version's split (negative: all after the split)")
+	recent := fs.Float64("recent", 0, "rank only the engagements among the latest fraction (below 1) of the events, and after the version's split (0: the default, every engagement after the split; negative: the same)")
 	prior := defaultPriorFlags()
 	prior.register(fs, "not accepted here: the prior weight is what is calibrated")
 	if err := parse(fs, args); err != nil {
@@ -35,8 +35,8 @@ func runCalibrate(ctx context.Context, e *env, args []string) error {
 	if prior.weightSet {
 		return fmt.Errorf("%w: --prior-weight: hir calibrate chooses the prior weight (the counters' flags and --coengage-weight shape what it is chosen for)", errUsage)
 	}
-	if !(*recent < 1) || *recent == 0 {
-		return fmt.Errorf("%w: --recent %v: want a fraction below 1, or negative for every event after the split", errUsage, *recent)
+	if !(*recent < 1) {
+		return fmt.Errorf("%w: --recent %v: want a fraction below 1, or 0 for every engagement after the split", errUsage, *recent)
 	}
 	if *dir == "" {
 		latest, err := model.LatestVersionDir(*data)

@@ -50,9 +50,9 @@ func TestCalibrateCommand(t *testing.T) {
 		want string
 	}{
 		{"a given prior weight", []string{"--prior-weight", "1"}, 2, "chooses the prior weight"},
-		{"recent 0", []string{"--recent", "0"}, 2, "--recent 0"},
+		{"recent -0.5", []string{"--recent", "-0.5"}, 0, `"calibration":{"new_ad_scale"`},
 		{"recent 1", []string{"--recent", "1"}, 2, "--recent 1"},
-		{"every event after the split", []string{"--recent", "-1"}, 0, `"calibration":{"new_ad_scale"`},
+		{"every engagement after the split (the default)", nil, 0, `"calibration":{"new_ad_scale"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out := hir(append([]string{"calibrate", "--data", data}, tc.args...)...)
