@@ -364,26 +364,7 @@ func TestSplitOver(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res := map[int]Result{}
-		cands := map[int]*roaring.Bitmap{}
-		for _, over := range []int{-1, 2} {
-			o := base
-			o.SplitOver = over
-			r, err := snap.Search(ctx, Query{Vector: v, K: k, Options: o})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if r.Stage != StageTokens {
-				t.Fatalf("SplitOver %d: stage %v, want tokens", over, r.Stage)
-			}
-			res[over] = r
-			if cands[over], _ = snap.tokenCandidates(q.QueryBag(v), v, allowSet{base: snap.live}, factor*k, o); cands[over] == nil {
-				t.Fatalf("SplitOver %d: no candidates", over)
-			}
-			if got := int(cands[over].GetCardinality()); got != r.Candidates {
-				t.Fatalf("SplitOver %d: %d candidates, Search read %d", over, got, r.Candidates)
-			}
-		}
+		cands, res := splitSearches(t, snap, v, q.QueryBag(v), k, base)
 		whole += float64(res[-1].Candidates)
 		split += float64(res[2].Candidates)
 		wholeRecall += recall(res[-1].Hits, want.Hits)
@@ -416,6 +397,31 @@ func TestSplitOver(t *testing.T) {
 	}
 }
 
+// splitSearches searches snap for v with bag and base at SplitOver -1
+// (postings taken whole) and 2, and checks that each search reads the
+// candidates tokenCandidates takes, at the token stage; it returns each
+// setting's candidates and result.
+func splitSearches(t *testing.T, snap *Snapshot, v []float32, bag []WeightedToken, k int, base SearchOptions) (map[int]*roaring.Bitmap, map[int]Result) {
+	t.Helper()
+	cands, res := map[int]*roaring.Bitmap{}, map[int]Result{}
+	for _, over := range []int{-1, 2} {
+		o := base
+		o.SplitOver = over
+		if cands[over], _ = snap.tokenCandidates(bag, v, allowSet{base: snap.live}, base.CandidateFactor*k, o); cands[over] == nil {
+			t.Fatalf("SplitOver %d: no candidates", over)
+		}
+		r, err := snap.Search(context.Background(), Query{Vector: v, Bag: bag, K: k, Options: o})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Stage != StageTokens || int(cands[over].GetCardinality()) != r.Candidates {
+			t.Fatalf("SplitOver %d: Search read %d candidates at stage %v, want %d at the token stage", over, r.Candidates, r.Stage, cands[over].GetCardinality())
+		}
+		res[over] = r
+	}
+	return cands, res
+}
+
 // TestSplitCoarse checks that a posting of a level above the finest larger
 // than SplitOver times the candidates wanted is taken down the hierarchy,
 // its finer prototypes nearest to the query first: a query whose bag holds
@@ -423,7 +429,6 @@ func TestSplitOver(t *testing.T) {
 // wanted, its best finer prototype's docs among them; and that finer
 // lists each finer prototype under its parent, nearest first.
 func TestSplitCoarse(t *testing.T) {
-	ctx := context.Background()
 	ix, s := testIndex(t, 6000, 3)
 	snap := ix.Snapshot()
 	q := snap.Quantizer()
@@ -464,18 +469,7 @@ func TestSplitCoarse(t *testing.T) {
 				bag = append(bag, wt)
 			}
 		}
-		cands := map[int]*roaring.Bitmap{}
-		for _, over := range []int{-1, 2} {
-			o := base
-			o.SplitOver = over
-			if cands[over], _ = snap.tokenCandidates(bag, v, allowSet{base: snap.live}, factor*k, o); cands[over] == nil {
-				t.Fatalf("query %d, SplitOver %d: no candidates", i, over)
-			}
-			r, err := snap.Search(ctx, Query{Vector: v, Bag: bag, K: k, Options: o})
-			if err != nil || int(cands[over].GetCardinality()) != r.Candidates {
-				t.Fatalf("query %d, SplitOver %d: Search read %d candidates (%v), want %d", i, over, r.Candidates, err, cands[over].GetCardinality())
-			}
-		}
+		cands, _ := splitSearches(t, snap, v, bag, k, base)
 		n, nw := cands[2].GetCardinality(), cands[-1].GetCardinality()
 		whole, split = whole+float64(nw), split+float64(n)
 		if n > nw || n < factor*k {
