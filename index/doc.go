@@ -7,7 +7,9 @@
 // A [Quantizer] turns an L2-normalised embedding into a small unordered bag
 // of [Token]s: per prototype level the prototypes within a margin of the
 // best, plus residual-quantization codes of what the finest prototype leaves
-// unexplained. Queries take wider bags ([Quantizer.QueryBag]).
+// unexplained, plus, with QuantizerOptions.WholeCodes, its cell of a
+// k-means partition of the whole embeddings (the coordinates the prototypes
+// do not span included). Queries take wider bags ([Quantizer.QueryBag]).
 //
 // An [Index] owns the current [Snapshot] behind an atomic pointer. Readers
 // call [Index.Snapshot] once per request; [Index.Upsert] and [Index.Delete]

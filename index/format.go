@@ -23,8 +23,9 @@ var ErrCorrupt = errors.New("corrupt index snapshot")
 // ReadSnapshot also reads version 1 files (no doc priors; they read as 0),
 // version 2 files (no new-user priors; they read as 0) and version 3 files
 // (no product codebooks and no first-stage codes: the codes are computed
-// from the embeddings when the file is read).
-const FormatVersion = 4
+// from the embeddings when the file is read) and version 4 files (no
+// whole-vector level).
+const FormatVersion = 5
 
 var (
 	fileMagic = [8]byte{'H', 'I', 'R', 'I', 'D', 'X', '\r', '\n'}
@@ -336,12 +337,19 @@ func (s *Snapshot) encodeQuantizer() []byte {
 	}
 	if q.pq == nil {
 		e.u32(0)
-		return e.b
+	} else {
+		e.u32(uint32(q.pq.subspaces()))
+		e.u32(uint32(q.pq.k))
+		for _, flat := range q.pq.cents {
+			e.vecs(flat)
+		}
 	}
-	e.u32(uint32(q.pq.subspaces()))
-	e.u32(uint32(q.pq.k))
-	for _, flat := range q.pq.cents {
-		e.vecs(flat)
+	e.u32(uint32(o.WholeCodes))
+	if q.whole == nil {
+		e.u32(0)
+	} else {
+		e.u32(1)
+		e.vecs(q.whole)
 	}
 	return e.b
 }
@@ -400,6 +408,19 @@ func decodeQuantizer(b []byte, version uint32) (*Quantizer, error) {
 			}
 		} else {
 			o.ProductSubspaces = -1
+		}
+	}
+	if version >= 5 {
+		o.WholeCodes = int(d.u32())
+		if fitted := d.u32(); fitted == 1 {
+			if d.err == nil && uint64(o.WholeCodes)*uint64(4*dim) > uint64(len(d.b)) {
+				d.fail("whole-vector codebook of %d codes exceeds the section", o.WholeCodes)
+			}
+			for i := 0; i < o.WholeCodes && d.err == nil; i++ {
+				o.Whole = append(o.Whole, d.vec(dim))
+			}
+		} else if d.err == nil && fitted != 0 {
+			d.fail("bad whole-vector codebook flag %d", fitted)
 		}
 	}
 	if err := d.end(); err != nil {

@@ -387,7 +387,7 @@ func emptySnapshot(q *Quantizer) *Snapshot {
 }
 
 func levelOffsets(q *Quantizer) []int {
-	n := q.NumLevels() + q.opts.ResidualLevels
+	n := q.NumTokenLevels()
 	off := make([]int, n+1)
 	for l := range n {
 		off[l+1] = off[l] + q.LevelSize(l)

@@ -144,8 +144,8 @@ func TestBoost(t *testing.T) {
 }
 
 // TestReadOldVersions checks that version-1 files (DOCS without priors),
-// version-2 files (DOCS without new-user priors) and version-3 files (no
-// first-stage codes) still load, the missing priors reading 0, and that a
+// version-2 files (DOCS without new-user priors), version-3 files (no
+// first-stage codes) and version-4 files (no whole-vector level) still load, the missing priors reading 0, and that a
 // version from the future is refused.
 func TestReadOldVersions(t *testing.T) {
 	ctx := context.Background()
@@ -156,6 +156,7 @@ func TestReadOldVersions(t *testing.T) {
 		{1, false},
 		{2, true},
 		{3, true},
+		{4, true},
 	} {
 		t.Run(fmt.Sprintf("version %d", tc.version), func(t *testing.T) {
 			ix, _ := testIndex(t, 300, 6)
@@ -189,9 +190,10 @@ func TestReadOldVersions(t *testing.T) {
 	}
 }
 
-// downgrade rewrites a current file of snap as version 1, 2 or 3: QNTZ
-// without the product codebooks, DOCS without residual shares and
-// first-stage codes, and every doc keeping only the priors of its version
+// downgrade rewrites a current file of snap (which has no whole-vector
+// codebook) as version 1 to 4: QNTZ without the whole-vector level and,
+// below 4, without the product codebooks, DOCS below 4 without residual
+// shares and first-stage codes, and every doc keeping only the priors of its version
 // (the dropped ones must be 0); the checksums are redone.
 func downgrade(t *testing.T, b []byte, snap *Snapshot, version uint32) []byte {
 	t.Helper()
@@ -207,12 +209,18 @@ func downgrade(t *testing.T, b []byte, snap *Snapshot, version uint32) []byte {
 		payload := rest[12 : 12+n]
 		switch tag {
 		case secQuantizer:
-			tail := 4
-			if p := snap.q.pq; p != nil {
-				tail += 4 + 4*p.k*dim
+			tail := 8 + 4*len(snap.q.whole) // version 5's whole-vector level
+			if version < 4 {
+				tail += 4
+				if p := snap.q.pq; p != nil {
+					tail += 4 + 4*p.k*dim
+				}
 			}
 			payload = payload[:len(payload)-tail]
 		case secDocs:
+			if version >= 4 {
+				break
+			}
 			var p []byte
 			p = append(p, payload[:8]...) // seq
 			ns := int(binary.LittleEndian.Uint32(payload[8:]))

@@ -59,6 +59,20 @@ type QuantizerOptions struct {
 	// Product optionally holds already fitted product codebooks: per
 	// subspace, its codewords.
 	Product [][][]float32
+	// WholeCodes is the codebook size of the whole-vector level, the last
+	// level, after the residual ones: a partition of the docs by k-means
+	// over their whole embeddings, every coordinate included, fitted by
+	// [Quantizer.Fit]. The prototype levels read only the coordinates the
+	// model's prototypes span (zero on its collaborative factors), so a
+	// query whose best docs owe their score to the other coordinates finds
+	// them through this level. A doc's bag holds its nearest code (L2); a
+	// query bag none: a similarity-only search takes the postings of the
+	// cells of largest dot product with the query beside the prototype
+	// levels' (SearchOptions.WholeShare). 0 or negative: none.
+	WholeCodes int
+	// Whole optionally holds an already fitted whole-vector codebook of
+	// WholeCodes codes.
+	Whole [][]float32
 	// Seed, Iterations and Workers drive the k-means of [Quantizer.Fit].
 	Seed       uint64
 	Iterations int
@@ -77,6 +91,7 @@ type Quantizer struct {
 	flat   [][]float32 // per level, K*dim row-major prototypes
 	parent [][]int32   // per level > 0, nearest coarser prototype of each code
 	res    [][]float32 // per residual level, ResidualCodes*dim codewords
+	whole  []float32   // WholeCodes*dim codewords of the whole-vector level; nil before Fit
 	pq     *productQuantizer
 }
 
@@ -114,8 +129,12 @@ func NewQuantizer(opts QuantizerOptions) (*Quantizer, error) {
 	if opts.FitSample <= 0 {
 		opts.FitSample = 200_000
 	}
+	opts.WholeCodes = max(opts.WholeCodes, 0)
+	if opts.WholeCodes > MaxTokenCode {
+		return nil, fmt.Errorf("new quantizer: %d whole-vector codes: %w", opts.WholeCodes, ErrBadQuantizer)
+	}
 	L := len(opts.Levels)
-	if L == 0 || L+opts.ResidualLevels > MaxTokenLevels {
+	if L == 0 || L+opts.ResidualLevels+min(opts.WholeCodes, 1) > MaxTokenLevels {
 		return nil, fmt.Errorf("new quantizer: %d levels + %d residual levels, want 1..%d in all: %w",
 			L, opts.ResidualLevels, MaxTokenLevels, ErrBadQuantizer)
 	}
@@ -159,6 +178,15 @@ func NewQuantizer(opts QuantizerOptions) (*Quantizer, error) {
 			q.res = append(q.res, flatten(cb, q.dim))
 		}
 	}
+	if opts.Whole != nil {
+		if len(opts.Whole) != opts.WholeCodes {
+			return nil, fmt.Errorf("new quantizer: whole-vector codebook of %d codes, want %d: %w", len(opts.Whole), opts.WholeCodes, ErrBadQuantizer)
+		}
+		if _, err := checkVectors(opts.Whole, q.dim); err != nil {
+			return nil, fmt.Errorf("new quantizer: whole-vector codebook: %w", err)
+		}
+		q.whole = flatten(opts.Whole, q.dim)
+	}
 	if opts.ProductSubspaces == 0 {
 		q.opts.ProductSubspaces = min(max(q.dim/4, 1), 64)
 	}
@@ -182,11 +210,27 @@ func (q *Quantizer) NumLevels() int { return len(q.flat) }
 // Options returns the options with defaults applied.
 func (q *Quantizer) Options() QuantizerOptions { return q.opts }
 
-// LevelSize returns the number of codes at level (prototype or residual).
+// NumTokenLevels returns the number of token levels: prototype, residual
+// and, with WholeCodes, the whole-vector level.
+func (q *Quantizer) NumTokenLevels() int {
+	return len(q.flat) + q.opts.ResidualLevels + min(q.opts.WholeCodes, 1)
+}
+
+// WholeLevel returns the level of the whole-vector tokens
+// (QuantizerOptions.WholeCodes) and whether the quantizer has one.
+func (q *Quantizer) WholeLevel() (int, bool) {
+	return len(q.flat) + q.opts.ResidualLevels, q.opts.WholeCodes > 0
+}
+
+// LevelSize returns the number of codes at level (prototype, residual or
+// whole-vector).
 func (q *Quantizer) LevelSize(level int) int {
 	L := len(q.flat)
 	if level < L {
 		return len(q.flat[level]) / q.dim
+	}
+	if w, ok := q.WholeLevel(); ok && level == w {
+		return q.opts.WholeCodes
 	}
 	n := len(q.flat[L-1]) / q.dim
 	for range level - L + 1 {
@@ -195,8 +239,11 @@ func (q *Quantizer) LevelSize(level int) int {
 	return n
 }
 
-// Fitted reports whether the residual codebooks are available.
-func (q *Quantizer) Fitted() bool { return len(q.res) == q.opts.ResidualLevels }
+// Fitted reports whether the residual and whole-vector codebooks are
+// available.
+func (q *Quantizer) Fitted() bool {
+	return len(q.res) == q.opts.ResidualLevels && (q.opts.WholeCodes == 0 || q.whole != nil)
+}
 
 // Residual returns copies of the fitted residual codebooks, for persistence.
 func (q *Quantizer) Residual() [][][]float32 {
@@ -335,6 +382,24 @@ func (q *Quantizer) Fit(ctx context.Context, vectors [][]float32) error {
 		}
 		q.res = append(q.res, flat)
 	}
+	q.whole = nil
+	if c := q.opts.WholeCodes; c > 0 {
+		// Its own, smaller sample: k-means over the whole vectors costs
+		// n*c*dim per iteration; wholeSample points per code suffice.
+		ws := sample
+		if n := wholeSample * c; len(ws) > n {
+			ws = make([][]float32, n)
+			for i := range ws {
+				ws[i] = sample[i*len(sample)/n]
+			}
+		}
+		cb, err := KMeans(ctx, ws, KMeansOptions{K: c, Iterations: q.opts.Iterations,
+			Seed: q.opts.Seed + 1<<32, Workers: q.opts.Workers})
+		if err != nil {
+			return fmt.Errorf("fit quantizer: whole-vector level: %w", err)
+		}
+		q.whole = flatten(cb, q.dim)
+	}
 	q.pq = nil
 	if m := q.opts.ProductSubspaces; m > 0 {
 		pq, err := fitProduct(ctx, resid, q.dim, min(m, q.dim), q.opts.Seed+uint64(len(q.res)), q.opts.Iterations, q.opts.Workers)
@@ -357,20 +422,41 @@ func (q *Quantizer) CodeBytes() int {
 	return n
 }
 
+// wholeSample is the number of vectors per code that Fit clusters for the
+// whole-vector level.
+const wholeSample = 64
+
+// Whole returns a copy of the fitted whole-vector codebook (nil before
+// Fit or without one), for persistence.
+func (q *Quantizer) Whole() [][]float32 {
+	var out [][]float32
+	for c := 0; c*q.dim < len(q.whole); c++ {
+		out = append(out, slices.Clone(q.whole[c*q.dim:(c+1)*q.dim]))
+	}
+	return out
+}
+
 // Bag returns the document bag of vec (see [QuantizerOptions]). It returns
 // nil when len(vec) != Dim(). The result is unordered in meaning but
 // deterministic: rank-major, coarse level first within a rank.
 func (q *Quantizer) Bag(vec []float32) []WeightedToken {
-	return q.BagWith(vec, BagOptions{Margin: q.opts.Margin, MaxPerLevel: q.opts.MaxPerLevel, MaxTokens: q.opts.MaxTokens})
+	return q.bagWith(vec, BagOptions{Margin: q.opts.Margin, MaxPerLevel: q.opts.MaxPerLevel, MaxTokens: q.opts.MaxTokens}, false)
 }
 
 // QueryBag returns the wider query bag of vec, per QuantizerOptions.Query.
 func (q *Quantizer) QueryBag(vec []float32) []WeightedToken {
-	return q.BagWith(vec, q.opts.Query)
+	return q.bagWith(vec, q.opts.Query, true)
 }
 
-// BagWith returns the bag of vec shaped by o.
+// BagWith returns the document bag of vec shaped by o.
 func (q *Quantizer) BagWith(vec []float32, o BagOptions) []WeightedToken {
+	return q.bagWith(vec, o, false)
+}
+
+// bagWith returns the bag of vec shaped by o: a query's (without
+// whole-vector tokens: the search picks the cells it reads, wholeNearest)
+// or a document's (with its cell).
+func (q *Quantizer) bagWith(vec []float32, o BagOptions, query bool) []WeightedToken {
 	if len(vec) != q.dim || o.MaxPerLevel <= 0 || o.MaxTokens <= 0 {
 		return nil
 	}
@@ -418,6 +504,12 @@ func (q *Quantizer) BagWith(vec []float32, o BagOptions) []WeightedToken {
 		}
 		perLevel = append(perLevel, resTok...)
 	}
+	if q.whole != nil && !query {
+		c, _ := nearestL2(q.whole, q.dim, vec)
+		w, _ := q.WholeLevel()
+		cw := q.whole[int(c)*q.dim : (int(c)+1)*q.dim]
+		perLevel = append(perLevel, []WeightedToken{{Token: mustToken(w, int(c)), Weight: cosine(vec, cw)}})
+	}
 	out := make([]WeightedToken, 0, o.MaxTokens)
 	for rank := 0; len(out) < o.MaxTokens; rank++ {
 		added := false
@@ -432,6 +524,65 @@ func (q *Quantizer) BagWith(vec []float32, o BagOptions) []WeightedToken {
 		}
 	}
 	return out
+}
+
+// wholeNearest returns the tokens of the m whole-vector cells of largest
+// dot product with vec (the cells whose docs score highest for it), best
+// first (ties by code), each weighing that dot product; nil without a
+// fitted whole-vector level or for a vector of another dimension.
+func (q *Quantizer) wholeNearest(vec []float32, m int) []WeightedToken {
+	w, ok := q.WholeLevel()
+	if !ok || q.whole == nil || len(vec) != q.dim || m <= 0 {
+		return nil
+	}
+	// The m best of WholeCodes (a thousand at a million ads) in a min-heap
+	// of m, worst at the root: a sort of them all would cost more than
+	// their dot products.
+	m = min(m, q.opts.WholeCodes)
+	top := make([]scored, 0, m)
+	for c := range q.opts.WholeCodes {
+		s := scored{int32(c), Dot(vec, q.whole[c*q.dim:(c+1)*q.dim])}
+		switch {
+		case len(top) < m:
+			top = append(top, s)
+			for i := len(top) - 1; i > 0 && worseScored(top[i], top[(i-1)/2]); i = (i - 1) / 2 {
+				top[i], top[(i-1)/2] = top[(i-1)/2], top[i]
+			}
+		case worseScored(top[0], s):
+			top[0] = s
+			for i := 0; ; {
+				j := 2*i + 1
+				if j >= len(top) {
+					break
+				}
+				if j+1 < len(top) && worseScored(top[j+1], top[j]) {
+					j++
+				}
+				if !worseScored(top[j], top[i]) {
+					break
+				}
+				top[i], top[j] = top[j], top[i]
+				i = j
+			}
+		}
+	}
+	slices.SortFunc(top, func(a, b scored) int {
+		if worseScored(a, b) {
+			return 1
+		}
+		return -1
+	})
+	out := make([]WeightedToken, 0, len(top))
+	for _, s := range top {
+		out = append(out, WeightedToken{Token: mustToken(w, int(s.code)), Weight: s.sim})
+	}
+	return out
+}
+
+// worseScored orders scored codes: a lower similarity is worse, and among
+// equal ones a larger code.
+func worseScored(a, b scored) bool {
+	return a.sim < b.sim || a.sim == b.sim && a.code > b.code
 }
 
 type scored struct {

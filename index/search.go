@@ -60,6 +60,17 @@ type SearchOptions struct {
 	// runtime.GOMAXPROCS(0); 1: one goroutine). Smaller candidate sets, the
 	// token stage's usual case, are scored by the query's own goroutine.
 	Workers int
+	// WholeShare: where the quantizer has a whole-vector level
+	// (QuantizerOptions.WholeCodes), the token stage of an unfiltered
+	// search that ranks by similarity alone (Query.PriorWeight 0) takes
+	// this share of the candidates wanted from the level's cells of
+	// largest dot product with the query (at most 32 of them), the rest
+	// from the prototype levels (default 0.5; negative: none from the
+	// cells). The prototypes span only the encoder's coordinates: where the
+	// model's collaborative factors decide the dot product, the cells find
+	// the docs they miss (docs/benchmarks.md). A search that weighs the
+	// prior has its prior pass for that.
+	WholeShare float32
 }
 
 func (o *SearchOptions) applyDefaults() {
@@ -78,6 +89,10 @@ func (o *SearchOptions) applyDefaults() {
 	if o.Workers <= 0 {
 		o.Workers = runtime.GOMAXPROCS(0)
 	}
+	if o.WholeShare == 0 {
+		o.WholeShare = 0.5
+	}
+	o.WholeShare = min(o.WholeShare, 1)
 }
 
 // parallelMin is the least share of one goroutine in an exact re-rank
@@ -229,6 +244,9 @@ func (s *Snapshot) Search(ctx context.Context, q Query) (Result, error) {
 	if q.Options.Workers > 0 {
 		o.Workers = q.Options.Workers
 	}
+	if q.Options.WholeShare != 0 {
+		o.WholeShare = min(q.Options.WholeShare, 1)
+	}
 	o.ResidualFirst = o.ResidualFirst || q.Options.ResidualFirst
 	// The docs passing the filters are allowed.base minus allowed.minus:
 	// excluding a user's few seen ads from every live doc would copy the
@@ -271,10 +289,25 @@ func (s *Snapshot) Search(ctx context.Context, q Query) (Result, error) {
 	if q.Exhaustive || res.Allowed <= max(o.ExhaustiveMax, need) {
 		cand, res.Stage = allowed.all(), StageFilteredAll
 	} else {
-		cand, res.Level = s.tokenCandidates(bag, q.Vector, allowed, need, o)
+		// Similarity alone, unfiltered, with a whole-vector level: the
+		// cells give a share of the candidates. A query that weighs the
+		// prior has the prior pass find what the prototypes miss; a
+		// filtered one (a filter, the new ads) widens its tokens to the
+		// allowed docs instead, where the cells would add few of them at
+		// the cost of intersecting every cell's posting.
+		tokNeed, wholeNeed := need, 0
+		if _, ok := s.q.WholeLevel(); ok && q.PriorWeight == 0 && allowed.base == s.live && o.WholeShare > 0 {
+			wholeNeed = max(int(float32(need)*o.WholeShare), 1)
+			tokNeed = max(need-wholeNeed, 1)
+		}
+		cand, res.Level = s.tokenCandidates(bag, q.Vector, allowed, tokNeed, o)
 		res.Stage = StageTokens
 		if cand == nil {
 			cand, res.Stage = allowed.all(), StageFilteredAll
+		} else if wholeNeed > 0 {
+			if whole := s.wholeCandidates(q.Vector, allowed, wholeNeed); whole != nil {
+				cand.Or(whole)
+			}
 		}
 	}
 	if q.Include != nil {
@@ -344,7 +377,7 @@ func (s *Snapshot) tokenCandidates(bag []WeightedToken, vec []float32, allowed a
 	finest := s.q.NumLevels() - 1
 	nLevels := finest + 1
 	if o.ResidualFirst {
-		nLevels = len(s.levelOff) - 1
+		nLevels += s.q.opts.ResidualLevels
 	}
 	byLevel := make([][]WeightedToken, nLevels)
 	for _, wt := range bag {
@@ -444,6 +477,45 @@ func (s *Snapshot) tokenCandidates(bag []WeightedToken, vec []float32, allowed a
 }
 
 // worse reports whether a ranks below b: a lower score, ties by larger id.
+// wholeCandidates unions the postings of the whole-vector cells
+// (QuantizerOptions.WholeCodes) of largest dot product with vec, best
+// first, until the union ∩ allowed holds need docs or wholeProbe cells are
+// read; nil without such cells. The prototype levels miss the docs whose
+// score comes from the coordinates past the prototypes' span; these cells
+// are cut over every coordinate.
+func (s *Snapshot) wholeCandidates(vec []float32, allowed allowSet, need int) *roaring.Bitmap {
+	toks := s.q.wholeNearest(vec, wholeProbe)
+	if len(toks) == 0 {
+		return nil
+	}
+	acc := roaring.New()
+	check := need // next union size at which to intersect, as tokenCandidates does
+	for _, wt := range toks {
+		b := s.postings(wt.Token)
+		if b == nil {
+			continue
+		}
+		acc.Or(b)
+		n := int(acc.GetCardinality())
+		if n < check {
+			continue
+		}
+		cand := allowed.of(acc)
+		got := int(cand.GetCardinality())
+		if got >= need {
+			return cand
+		}
+		check = n + 1
+		if got > 0 {
+			check = max(check, n*need/got*9/10)
+		}
+	}
+	return allowed.of(acc)
+}
+
+// wholeProbe bounds the whole-vector cells one search reads.
+const wholeProbe = 32
+
 func worse(a, b *Hit) bool {
 	if a.Score != b.Score {
 		return a.Score < b.Score

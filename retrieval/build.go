@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"runtime"
 	"slices"
 	"strings"
@@ -154,11 +155,14 @@ func buildIndex(ctx context.Context, gen *generation, store *graph.Store, opts B
 	if nAds < 2*codes {
 		qo.ResidualLevels = -1 // too few ads to fit a residual codebook
 	}
+	if qo.WholeCodes == 0 {
+		qo.WholeCodes = DefaultWholeCodes(nAds)
+	}
 	q, err := index.NewQuantizer(qo)
 	if err != nil {
 		return nil, fmt.Errorf("build quantizer: %w", err)
 	}
-	if qo.ResidualLevels >= 0 && nAds > 0 {
+	if (qo.ResidualLevels >= 0 || qo.WholeCodes > 0) && nAds > 0 {
 		vecs := make([][]float32, nAds)
 		for i := range nAds {
 			vecs[i] = ads.Data[i*dim : (i+1)*dim]
@@ -181,6 +185,21 @@ func buildIndex(ctx context.Context, gen *generation, store *graph.Store, opts B
 	}
 	return ix, nil
 }
+
+// DefaultWholeCodes is the size of the whole-vector level's codebook for
+// n ads (index.QuantizerOptions.WholeCodes): about sqrt(n), so that a cell
+// holds about as many ads as there are cells; none below wholeMinAds ads.
+func DefaultWholeCodes(n int) int {
+	if n < wholeMinAds {
+		return -1
+	}
+	return int(math.Round(math.Sqrt(float64(n))))
+}
+
+// wholeMinAds is the catalogue size from which the index has a
+// whole-vector level: below it a query's candidates are most of the
+// catalogue anyway.
+const wholeMinAds = 4096
 
 // attrNodeTypes are the attributes whose values are entity ids: a label
 // names them by the entity's text.

@@ -174,3 +174,15 @@ func TestCatalogueFile(t *testing.T) {
 		t.Error("after Open: the catalogue was built again, want it read from the file Open wrote")
 	}
 }
+
+// TestDefaultWholeCodes checks the whole-vector level's size by catalogue
+// size: none below 4,096 ads, about the square root from there.
+func TestDefaultWholeCodes(t *testing.T) {
+	for _, tc := range []struct{ ads, want int }{
+		{0, -1}, {4095, -1}, {4096, 64}, {20_000, 141}, {100_000, 316}, {1_000_000, 1000},
+	} {
+		if got := DefaultWholeCodes(tc.ads); got != tc.want {
+			t.Errorf("DefaultWholeCodes(%d) = %d, want %d", tc.ads, got, tc.want)
+		}
+	}
+}

@@ -37,7 +37,9 @@ import (
 // HIR_BENCH_RESIDUAL_FIRST=1 its ResidualFirst, HIR_BENCH_SPLIT_OVER=N its
 // SplitOver (-1: postings taken whole), HIR_BENCH_WORKERS=N its Workers
 // (1: one goroutine a query), HIR_BENCH_BAND=X its ErrorBand (0
-// or -1: every doc scored exactly); HIR_BENCH_PRIOR=W adds
+// or -1: every doc scored exactly), HIR_BENCH_CANDIDATE_FACTOR=N its
+// CandidateFactor, HIR_BENCH_WHOLE_SHARE=X its WholeShare (-1: no
+// candidates from the whole-embedding cells); HIR_BENCH_PRIOR=W adds
 // known users at prior weight W, unfiltered and under the 1% filter.
 func BenchmarkRetrieveWorld(b *testing.B) {
 	dir := os.Getenv("HIR_BENCH_DATA")
@@ -77,6 +79,18 @@ func BenchmarkRetrieveWorld(b *testing.B) {
 		if search.Workers, err = strconv.Atoi(v); err != nil {
 			b.Fatalf("HIR_BENCH_WORKERS: %v", err)
 		}
+	}
+	if v := os.Getenv("HIR_BENCH_CANDIDATE_FACTOR"); v != "" {
+		if search.CandidateFactor, err = strconv.Atoi(v); err != nil {
+			b.Fatalf("HIR_BENCH_CANDIDATE_FACTOR: %v", err)
+		}
+	}
+	if v := os.Getenv("HIR_BENCH_WHOLE_SHARE"); v != "" {
+		share, err := strconv.ParseFloat(v, 32)
+		if err != nil {
+			b.Fatalf("HIR_BENCH_WHOLE_SHARE: %v", err)
+		}
+		search.WholeShare = float32(share)
 	}
 	if v := os.Getenv("HIR_BENCH_BAND"); v != "" {
 		band, err := strconv.ParseFloat(v, 32)

@@ -482,7 +482,7 @@ export interface components {
         TokenRef: {
             /** @description "level.code" */
             token: string;
-            /** @description Token level: 0 is the coarsest prototype level, then finer ones; levels past the prototype levels are residual codes. */
+            /** @description Token level: 0 is the coarsest prototype level, then finer ones; levels past the prototype levels are residual codes, then, in a catalogue of 4,096 ads or more, the cells of the whole embedding (k-means over every coordinate, the collaborative factors included). */
             level: number;
             label?: string;
             /** Format: float */
@@ -582,7 +582,7 @@ export interface components {
         TokenPage: {
             model_version: string;
             level: number;
-            /** @description Number of token levels (prototype levels, then residual ones). */
+            /** @description Number of token levels (prototype levels, then residual ones, then the whole-embedding cells where the catalogue has them). */
             levels: number;
             parent?: string;
             /** @description Tokens of the level (or children of parent) in all pages. */
