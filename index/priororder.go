@@ -101,7 +101,7 @@ func topLive(live *roaring.Bitmap, n int, value func(id uint32) float32) []uint3
 		id := it.Next()
 		h = pushTop(h, n, Hit{ID: id, Score: value(id)})
 	}
-	slices.SortFunc(h, func(a, b Hit) int { return cmp.Or(cmp.Compare(b.Score, a.Score), cmp.Compare(a.ID, b.ID)) })
+	slices.SortFunc(h, bestFirst)
 	ids := make([]uint32, len(h))
 	for i, e := range h {
 		ids[i] = e.ID

@@ -249,9 +249,7 @@ func (q *Quantizer) Fitted() bool {
 func (q *Quantizer) Residual() [][][]float32 {
 	out := make([][][]float32, len(q.res))
 	for j, flat := range q.res {
-		for c := 0; c*q.dim < len(flat); c++ {
-			out[j] = append(out[j], slices.Clone(flat[c*q.dim:(c+1)*q.dim]))
-		}
+		out[j] = unflatten(flat, q.dim)
 	}
 	return out
 }
@@ -428,10 +426,14 @@ const wholeSample = 64
 
 // Whole returns a copy of the fitted whole-vector codebook (nil before
 // Fit or without one), for persistence.
-func (q *Quantizer) Whole() [][]float32 {
+func (q *Quantizer) Whole() [][]float32 { return unflatten(q.whole, q.dim) }
+
+// unflatten returns copies of the rows of flat, dim floats each (flatten's
+// inverse; nil for an empty flat).
+func unflatten(flat []float32, dim int) [][]float32 {
 	var out [][]float32
-	for c := 0; c*q.dim < len(q.whole); c++ {
-		out = append(out, slices.Clone(q.whole[c*q.dim:(c+1)*q.dim]))
+	for c := 0; c*dim < len(flat); c++ {
+		out = append(out, slices.Clone(flat[c*dim:(c+1)*dim]))
 	}
 	return out
 }
@@ -536,53 +538,17 @@ func (q *Quantizer) wholeNearest(vec []float32, m int) []WeightedToken {
 		return nil
 	}
 	// The m best of WholeCodes (a thousand at a million ads) in a min-heap
-	// of m, worst at the root: a sort of them all would cost more than
-	// their dot products.
-	m = min(m, q.opts.WholeCodes)
-	top := make([]scored, 0, m)
+	// of m: a sort of them all would cost more than their dot products.
+	top := make([]Hit, 0, min(m, q.opts.WholeCodes))
 	for c := range q.opts.WholeCodes {
-		s := scored{int32(c), Dot(vec, q.whole[c*q.dim:(c+1)*q.dim])}
-		switch {
-		case len(top) < m:
-			top = append(top, s)
-			for i := len(top) - 1; i > 0 && worseScored(top[i], top[(i-1)/2]); i = (i - 1) / 2 {
-				top[i], top[(i-1)/2] = top[(i-1)/2], top[i]
-			}
-		case worseScored(top[0], s):
-			top[0] = s
-			for i := 0; ; {
-				j := 2*i + 1
-				if j >= len(top) {
-					break
-				}
-				if j+1 < len(top) && worseScored(top[j+1], top[j]) {
-					j++
-				}
-				if !worseScored(top[j], top[i]) {
-					break
-				}
-				top[i], top[j] = top[j], top[i]
-				i = j
-			}
-		}
+		top = pushTop(top, m, Hit{ID: uint32(c), Score: Dot(vec, q.whole[c*q.dim:(c+1)*q.dim])})
 	}
-	slices.SortFunc(top, func(a, b scored) int {
-		if worseScored(a, b) {
-			return 1
-		}
-		return -1
-	})
+	slices.SortFunc(top, bestFirst)
 	out := make([]WeightedToken, 0, len(top))
-	for _, s := range top {
-		out = append(out, WeightedToken{Token: mustToken(w, int(s.code)), Weight: s.sim})
+	for _, h := range top {
+		out = append(out, WeightedToken{Token: mustToken(w, int(h.ID)), Weight: h.Score})
 	}
 	return out
-}
-
-// worseScored orders scored codes: a lower similarity is worse, and among
-// equal ones a larger code.
-func worseScored(a, b scored) bool {
-	return a.sim < b.sim || a.sim == b.sim && a.code > b.code
 }
 
 type scored struct {

@@ -92,7 +92,6 @@ func (o *SearchOptions) applyDefaults() {
 	if o.WholeShare == 0 {
 		o.WholeShare = 0.5
 	}
-	o.WholeShare = min(o.WholeShare, 1)
 }
 
 // parallelMin is the least share of one goroutine in an exact re-rank
@@ -245,7 +244,7 @@ func (s *Snapshot) Search(ctx context.Context, q Query) (Result, error) {
 		o.Workers = q.Options.Workers
 	}
 	if q.Options.WholeShare != 0 {
-		o.WholeShare = min(q.Options.WholeShare, 1)
+		o.WholeShare = q.Options.WholeShare
 	}
 	o.ResidualFirst = o.ResidualFirst || q.Options.ResidualFirst
 	// The docs passing the filters are allowed.base minus allowed.minus:
@@ -297,7 +296,7 @@ func (s *Snapshot) Search(ctx context.Context, q Query) (Result, error) {
 		// the cost of intersecting every cell's posting.
 		tokNeed, wholeNeed := need, 0
 		if _, ok := s.q.WholeLevel(); ok && q.PriorWeight == 0 && allowed.base == s.live && o.WholeShare > 0 {
-			wholeNeed = max(int(float32(need)*o.WholeShare), 1)
+			wholeNeed = max(int(float32(need)*min(o.WholeShare, 1)), 1)
 			tokNeed = max(need-wholeNeed, 1)
 		}
 		cand, res.Level = s.tokenCandidates(bag, q.Vector, allowed, tokNeed, o)
@@ -385,28 +384,7 @@ func (s *Snapshot) tokenCandidates(bag []WeightedToken, vec []float32, allowed a
 			byLevel[l] = append(byLevel[l], wt)
 		}
 	}
-	acc := roaring.New()
-	check := need // next union size at which to intersect
-	// take adds b to the union and returns the candidates once they reach
-	// need, else nil.
-	take := func(b *roaring.Bitmap) *roaring.Bitmap {
-		acc.Or(b)
-		n := int(acc.GetCardinality())
-		if n < check {
-			return nil
-		}
-		cand := allowed.of(acc)
-		got := int(cand.GetCardinality())
-		if got >= need {
-			return cand
-		}
-		// Extrapolate the union size that would pass the filter.
-		check = n + 1
-		if got > 0 {
-			check = max(check, n*need/got*9/10)
-		}
-		return nil
-	}
+	take := newCandidateUnion(allowed, need).take
 	var order []int32         // residualOrder(vec), computed at the first split
 	var nearestFinest []Token // the finest prototypes nearest to vec first, at the first need
 	// descend takes b, the docs of token t (or of t within a coarser
@@ -476,7 +454,6 @@ func (s *Snapshot) tokenCandidates(bag []WeightedToken, vec []float32, allowed a
 	return nil, 0
 }
 
-// worse reports whether a ranks below b: a lower score, ties by larger id.
 // wholeCandidates unions the postings of the whole-vector cells
 // (QuantizerOptions.WholeCodes) of largest dot product with vec, best
 // first, until the union ∩ allowed holds need docs or wholeProbe cells are
@@ -488,39 +465,66 @@ func (s *Snapshot) wholeCandidates(vec []float32, allowed allowSet, need int) *r
 	if len(toks) == 0 {
 		return nil
 	}
-	acc := roaring.New()
-	check := need // next union size at which to intersect, as tokenCandidates does
+	u := newCandidateUnion(allowed, need)
 	for _, wt := range toks {
-		b := s.postings(wt.Token)
-		if b == nil {
-			continue
-		}
-		acc.Or(b)
-		n := int(acc.GetCardinality())
-		if n < check {
-			continue
-		}
-		cand := allowed.of(acc)
-		got := int(cand.GetCardinality())
-		if got >= need {
-			return cand
-		}
-		check = n + 1
-		if got > 0 {
-			check = max(check, n*need/got*9/10)
+		if b := s.postings(wt.Token); b != nil {
+			if cand := u.take(b); cand != nil {
+				return cand
+			}
 		}
 	}
-	return allowed.of(acc)
+	return allowed.of(u.acc)
+}
+
+// candidateUnion unions postings until the allowed docs among them reach
+// need (tokenCandidates, wholeCandidates).
+type candidateUnion struct {
+	allowed allowSet
+	need    int
+	acc     *roaring.Bitmap
+	check   int // next union size at which to intersect
+}
+
+func newCandidateUnion(allowed allowSet, need int) *candidateUnion {
+	return &candidateUnion{allowed: allowed, need: need, acc: roaring.New(), check: need}
+}
+
+// take adds b to the union and returns the candidates once they reach
+// need, else nil.
+func (u *candidateUnion) take(b *roaring.Bitmap) *roaring.Bitmap {
+	u.acc.Or(b)
+	n := int(u.acc.GetCardinality())
+	if n < u.check {
+		return nil
+	}
+	cand := u.allowed.of(u.acc)
+	got := int(cand.GetCardinality())
+	if got >= u.need {
+		return cand
+	}
+	// Extrapolate the union size that would pass the filter.
+	u.check = n + 1
+	if got > 0 {
+		u.check = max(u.check, n*u.need/got*9/10)
+	}
+	return nil
 }
 
 // wholeProbe bounds the whole-vector cells one search reads.
 const wholeProbe = 32
 
+// worse reports whether a ranks below b: a lower score, ties by larger id.
 func worse(a, b *Hit) bool {
 	if a.Score != b.Score {
 		return a.Score < b.Score
 	}
 	return a.ID > b.ID
+}
+
+// bestFirst orders hits best first (slices.SortFunc): by decreasing
+// score, ties by increasing id, the order worse defines.
+func bestFirst(a, b Hit) int {
+	return cmp.Or(cmp.Compare(b.Score, a.Score), cmp.Compare(a.ID, b.ID))
 }
 
 // siftDown restores the min-heap order (worst hit at the root) of h below i.
@@ -672,15 +676,7 @@ func (s *Snapshot) rerank(ctx context.Context, p rerankPlan, cand *roaring.Bitma
 			n += m
 		}
 	}
-	slices.SortFunc(h, func(a, b Hit) int {
-		switch {
-		case a.Score > b.Score:
-			return -1
-		case a.Score < b.Score:
-			return 1
-		}
-		return int(a.ID) - int(b.ID)
-	})
+	slices.SortFunc(h, bestFirst)
 	return h, n, nil
 }
 

@@ -124,33 +124,29 @@ func TestWholeLevel(t *testing.T) {
 	opts := SearchOptions{ExhaustiveMax: 1, MinCandidates: 80, CandidateFactor: 1}
 	wide := opts
 	wide.MinCandidates *= 2 // the tokens alone, as many candidates as both stages take
+	search := func(ix *Index, q Query) Result {
+		t.Helper()
+		res, err := ix.Snapshot().Search(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
 	var rWithout, rWith, rWide, cWithout, cWith, cWide float64
 	for _, v := range queries {
-		want, err := with.Snapshot().Search(ctx, Query{Vector: v, K: 10, Exhaustive: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		a, err := without.Snapshot().Search(ctx, Query{Vector: v, K: 10, Options: opts})
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := with.Snapshot().Search(ctx, Query{Vector: v, K: 10, Options: opts})
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := without.Snapshot().Search(ctx, Query{Vector: v, K: 10, Options: wide})
-		if err != nil {
-			t.Fatal(err)
-		}
-		rWide += recall(c.Hits, want.Hits)
-		cWide += float64(c.Candidates)
+		want := search(with, Query{Vector: v, K: 10, Exhaustive: true})
+		a := search(without, Query{Vector: v, K: 10, Options: opts})
+		b := search(with, Query{Vector: v, K: 10, Options: opts})
+		c := search(without, Query{Vector: v, K: 10, Options: wide})
 		if a.Stage != StageTokens || b.Stage != StageTokens {
 			t.Fatalf("stages %s, %s, want tokens", a.Stage, b.Stage)
 		}
 		rWithout += recall(a.Hits, want.Hits)
 		rWith += recall(b.Hits, want.Hits)
+		rWide += recall(c.Hits, want.Hits)
 		cWithout += float64(a.Candidates)
 		cWith += float64(b.Candidates)
+		cWide += float64(c.Candidates)
 	}
 	n := float64(len(queries))
 	t.Logf("recall@10 without the whole level %.3f (%.0f candidates), %.3f (%.0f); with it %.3f (%.0f)",
@@ -167,14 +163,7 @@ func TestWholeLevel(t *testing.T) {
 		"with prior": {PriorWeight: 1},
 	} {
 		q.Vector, q.K, q.Options = v, 10, opts
-		a, err := without.Snapshot().Search(ctx, q)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := with.Snapshot().Search(ctx, q)
-		if err != nil {
-			t.Fatal(err)
-		}
+		a, b := search(without, q), search(with, q)
 		if b.Stage != StageTokens || a.Candidates != b.Candidates {
 			t.Errorf("%s: %d candidates (%s) with the whole level, %d without; want the same", name, b.Candidates, b.Stage, a.Candidates)
 		}
